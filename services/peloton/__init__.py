@@ -1,0 +1,1 @@
+"""Peloton-py: a unified resource scheduler over an event backbone."""

@@ -1,0 +1,251 @@
+"""`ProcessRunner`: runs each task as a real `/bin/sh -c <command>` process.
+
+Contract
+- Sandbox: `<sandbox_root>/<run_id>/` is the task's cwd; its stdout/stderr go to the files
+  `stdout`/`stderr` there; stdin is /dev/null.
+- Environment: exactly `env`, plus PELOTON_RUN_ID and PELOTON_SANDBOX, plus the agent's
+  PATH if `env` has none. Nothing else of the agent's environment leaks into tasks.
+- Isolation: each task leads its own session and process group (pgid == pid). It receives
+  SIGKILL if the agent dies (PR_SET_PDEATHSIG), and the guardian (`guardian.py`) SIGKILLs
+  its whole group then, so grandchildren do not survive either.
+- When the task's main process exits, whatever is left in its process group is SIGKILLed
+  (before the main process is reaped, so the pgid cannot have been recycled): a run is
+  over when its main process is, as in a container.
+- Reports: STARTING (spawned, message "pid N"), RUNNING (exec confirmed), then SUCCEEDED
+  (exit 0), FAILED ("exit code 3", "killed by signal 9 (SIGKILL)") or KILLED (after a
+  kill() request). A spawn error is a single FAILED ("spawn failed: ...").
+- Idempotency: launch() of a run_id known to this runner, running or finished, is a no-op.
+  After an agent restart on the same root, a sandbox that already exists means the run
+  was launched by a previous incarnation. It is not run again; its outcome is reported
+  once: the recorded terminal status ("recovered after agent restart: ..."), since the
+  old agent may have died before publishing it, or FAILED ("lost: ...") when there is no
+  exit record (the old agent's death killed the run). Consumers already dedupe reports
+  under at-least-once delivery, so a repeated terminal status is harmless; a missing
+  one would leave the task stuck.
+- Exit detection uses a pidfd registered with the event loop (no thread per process);
+  where pidfd_open is unavailable it falls back to a waiting thread. Do not install an
+  asyncio child watcher that reaps every child (waitpid(-1)); the default one does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from peloton.agent import procutil
+from peloton.agent.errors import RunnerClosedError, UnknownRunError
+from peloton.agent.guardian import GroupGuardian
+from peloton.agent.sandbox import ExitRecord, SandboxStore
+from peloton.agent.status import (
+    LogStream,
+    RunState,
+    StatusCallback,
+    StatusFeed,
+    TaskStatus,
+    advance,
+)
+
+__all__ = ["ProcessRunner"]
+
+SHELL = "/bin/sh"
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    run_id: str
+    sandbox: Path
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    state: RunState | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    kill_requested: bool = False
+    escalated: bool = False
+
+
+class ProcessRunner:
+    """Runs tasks as process groups in sandboxes under `sandbox_root`.
+
+    on_status: called synchronously for every report; if None, reports go to
+    `self.statuses` (an asyncio.Queue the caller drains).
+    guard_groups: start the guardian helper process (default True).
+    """
+
+    def __init__(
+        self,
+        sandbox_root: Path,
+        *,
+        on_status: StatusCallback | None = None,
+        guard_groups: bool = True,
+    ) -> None:
+        self.sandboxes = SandboxStore(Path(sandbox_root))
+        self._feed = StatusFeed(on_status)
+        self._guardian = GroupGuardian() if guard_groups else None
+        self._runs: dict[str, _Run] = {}
+        self._closed = False
+
+    @property
+    def statuses(self) -> asyncio.Queue[TaskStatus]:
+        if self._feed.queue is None:
+            raise AttributeError("statuses is only available without an on_status callback")
+        return self._feed.queue
+
+    # ---------------------------------------------------------------- public surface
+
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+        """Start `command` for `run_id` (see module docstring); returns once it is RUNNING
+        or FAILED to spawn. Raises InvalidRunIdError, RunnerClosedError."""
+        sandbox = self.sandboxes.path_for(run_id)
+        if run_id in self._runs:
+            return
+        if self._closed:
+            raise RunnerClosedError("runner is closed")
+        run = _Run(run_id, sandbox)
+        self._runs[run_id] = run
+        if sandbox.exists():
+            self._adopt(run)
+            return
+        self.sandboxes.create(run_id)
+        try:
+            run.proc = self._spawn(run, command, env)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._finish(run, RunState.FAILED, None, f"spawn failed: {exc}")
+            return
+        pid = run.proc.pid
+        if self._guardian is not None:
+            self._guardian.register(pid)
+        self._report(run, RunState.STARTING, None, f"pid {pid}")
+        # Popen returned, so exec of the shell succeeded (CLOEXEC error pipe): it is alive.
+        self._report(run, RunState.RUNNING, None, f"pid {pid}")
+        self._watch(run)
+
+    async def kill(self, run_id: str, grace_s: float) -> None:
+        """SIGTERM the run's process group, SIGKILL it after `grace_s` if still alive, and
+        return once it is gone (reported KILLED). No-op for unknown or finished runs."""
+        run = self._runs.get(run_id)
+        if run is None or run.done.is_set() or run.proc is None:
+            return
+        pgid = run.proc.pid
+        if not run.kill_requested:
+            run.kill_requested = True
+            procutil.signal_group(pgid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(run.done.wait(), timeout=max(0.0, grace_s))
+        except TimeoutError:
+            if not run.done.is_set():
+                run.escalated = True
+                procutil.signal_group(pgid, signal.SIGKILL)
+                await run.done.wait()
+
+    def running(self) -> list[str]:
+        """run_ids whose process has not ended, in launch order."""
+        return [r.run_id for r in self._runs.values() if r.proc is not None and not r.done.is_set()]
+
+    def pid_of(self, run_id: str) -> int | None:
+        """The main process pid (== pgid) of a known run, None if it never spawned."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise UnknownRunError(f"unknown run {run_id!r}")
+        return run.proc.pid if run.proc is not None else None
+
+    def read_log(self, run_id: str, stream: LogStream, tail_bytes: int | None = None) -> bytes:
+        """The run's captured stdout/stderr (last `tail_bytes` only if given). Works for
+        runs of previous agent incarnations too. Raises UnknownRunError (a KeyError),
+        InvalidRunIdError (a ValueError) or ValueError."""
+        return self.sandboxes.read_log(run_id, stream, tail_bytes)
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Refuse new launches, kill every running task (grace `grace_s`), stop the guardian."""
+        self._closed = True
+        await asyncio.gather(*(self.kill(r, grace_s) for r in self.running()))
+        if self._guardian is not None:
+            self._guardian.close()
+
+    # ---------------------------------------------------------------- internals
+
+    def _spawn(self, run: _Run, command: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        child_env = {"PELOTON_RUN_ID": run.run_id, "PELOTON_SANDBOX": str(run.sandbox)}
+        if "PATH" not in env and "PATH" in os.environ:
+            child_env["PATH"] = os.environ["PATH"]
+        child_env.update(env)
+        with open(run.sandbox / "stdout", "wb") as out, open(run.sandbox / "stderr", "wb") as err:
+            return subprocess.Popen(
+                [SHELL, "-c", command],
+                cwd=run.sandbox,
+                env=child_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                close_fds=True,
+                start_new_session=True,
+                preexec_fn=procutil.child_setup(),
+            )
+
+    def _watch(self, run: _Run) -> None:
+        assert run.proc is not None
+        proc = run.proc
+        loop = asyncio.get_running_loop()
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            waiter = loop.run_in_executor(None, proc.wait)
+            waiter.add_done_callback(lambda _: self._on_exit(run))
+            return
+
+        def readable() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            self._on_exit(run)
+
+        loop.add_reader(pidfd, readable)
+
+    def _on_exit(self, run: _Run) -> None:
+        assert run.proc is not None
+        pgid = run.proc.pid
+        # The leader is a zombie until reaped, so its pgid cannot be reused yet.
+        procutil.signal_group(pgid, signal.SIGKILL)
+        returncode = run.proc.wait()
+        if self._guardian is not None:
+            self._guardian.unregister(pgid)
+        outcome = procutil.describe_exit(returncode)
+        if run.kill_requested:
+            how = "SIGKILL after grace period" if run.escalated else "SIGTERM"
+            self._finish(
+                run,
+                RunState.KILLED,
+                procutil.exit_code_of(returncode),
+                f"killed on request ({how}); {outcome}",
+            )
+        elif returncode == 0:
+            self._finish(run, RunState.SUCCEEDED, 0, outcome)
+        else:
+            self._finish(run, RunState.FAILED, procutil.exit_code_of(returncode), outcome)
+
+    def _adopt(self, run: _Run) -> None:
+        record = self.sandboxes.read_exit(run.run_id)
+        if record is None:
+            self._finish(
+                run,
+                RunState.FAILED,
+                None,
+                "lost: sandbox exists from a previous agent incarnation without an exit",
+            )
+            return
+        # The previous agent may have died before its report was published: repeat it once.
+        run.done.set()
+        message = f"recovered after agent restart: {record.message}"
+        self._report(run, record.state, record.exit_code, message)
+
+    def _finish(self, run: _Run, state: RunState, exit_code: int | None, message: str) -> None:
+        with contextlib.suppress(OSError):
+            self.sandboxes.write_exit(run.run_id, ExitRecord(state, exit_code, message))
+        run.done.set()
+        self._report(run, state, exit_code, message)
+
+    def _report(self, run: _Run, state: RunState, exit_code: int | None, message: str) -> None:
+        run.state = advance(run.state, state)
+        self._feed.publish(TaskStatus(run.run_id, state, exit_code, message, str(run.sandbox)))

@@ -1,0 +1,70 @@
+"""The host agent's task runners behind one interface, `TaskRunner`.
+
+Two interchangeable implementations:
+- `ProcessRunner(sandbox_root)`: real `/bin/sh -c` processes in per-run sandboxes
+  (`peloton.agent.processrunner`).
+- `SimulatedRunner(duration_of)`: no processes; a run lasts a computed time on the event
+  loop (`peloton.agent.simrunner`), cheap enough for tens of thousands of runs.
+
+Both report `TaskStatus` values (STARTING -> RUNNING -> SUCCEEDED | FAILED | KILLED; a
+lone FAILED when a run cannot start; a lone terminal status for a run recovered after an
+agent restart; see `status.TRANSITIONS`) to an `on_status` callback, or to
+`runner.statuses` (an asyncio.Queue) when no callback is given. Reports carry no
+timestamps; the shell adds them. launch() is idempotent per run_id, kill() is a no-op for
+unknown/finished runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from peloton.agent.errors import (
+    AgentError,
+    InvalidRunIdError,
+    RunnerClosedError,
+    UnknownRunError,
+)
+from peloton.agent.processrunner import ProcessRunner
+from peloton.agent.simrunner import SimulatedRunner, sim_duration, sim_exit_code
+from peloton.agent.status import LogStream, RunState, StatusCallback, TaskStatus
+
+__all__ = [
+    "TaskRunner",
+    "ProcessRunner",
+    "SimulatedRunner",
+    "sim_duration",
+    "sim_exit_code",
+    "TaskStatus",
+    "RunState",
+    "LogStream",
+    "StatusCallback",
+    "AgentError",
+    "InvalidRunIdError",
+    "UnknownRunError",
+    "RunnerClosedError",
+]
+
+
+class TaskRunner(Protocol):
+    """What the agent shell needs from a runner. Use from a single event loop."""
+
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+        """Start the run; no-op if run_id was already launched (running or finished)."""
+        ...
+
+    async def kill(self, run_id: str, grace_s: float) -> None:
+        """Stop the run (TERM, KILL after grace_s), report KILLED; no-op if not running."""
+        ...
+
+    def running(self) -> list[str]:
+        """run_ids not yet in a terminal state, in launch order."""
+        ...
+
+    def read_log(self, run_id: str, stream: LogStream, tail_bytes: int | None = None) -> bytes:
+        """Captured output; raises UnknownRunError for unknown runs."""
+        ...
+
+    async def close(self) -> None:
+        """Kill everything and refuse further launches (agent shutdown)."""
+        ...

@@ -1,0 +1,178 @@
+"""`SimulatedRunner`: the `TaskRunner` interface without processes, for load tests and
+simulated clusters.
+
+A launched run reports STARTING and RUNNING at once, "runs" for `duration_of(command,
+env)` seconds of event-loop time, then reports SUCCEEDED, or FAILED when
+`exit_code_of(command, env)` is non-zero. kill() ends it at once as KILLED (a simulated
+task always honours SIGTERM; grace_s is accepted and ignored).
+
+Default rules (`sim_duration`, `sim_exit_code`):
+- duration: env PELOTON_SIM_DURATION (seconds, float) if set; else the sum of every
+  `sleep N` in the command (N a non-negative number with an optional s/m/h/d suffix, as
+  GNU sleep takes it), e.g. "echo a && sleep 2 && sleep 0.5" -> 2.5; else 0.1 s.
+- exit code: int(env PELOTON_SIM_EXIT_CODE), default 0.
+If either rule raises ValueError (a malformed variable) the run is reported FAILED
+("invalid simulation parameters: ...") and no timer is armed.
+
+Scaling: all pending completions live in one heap ordered by (deadline, launch sequence)
+and a single loop timer is armed for the earliest one, so ties finish in launch order and
+thousands of runs cost one heap entry each, not one asyncio task each. Killed runs are
+dropped from the heap lazily.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from peloton.agent.errors import RunnerClosedError, UnknownRunError
+from peloton.agent.sandbox import LOG_STREAMS, validate_run_id
+from peloton.agent.status import (
+    LogStream,
+    RunState,
+    StatusCallback,
+    StatusFeed,
+    TaskStatus,
+    advance,
+)
+
+__all__ = ["SimulatedRunner", "sim_duration", "sim_exit_code", "DEFAULT_SIM_DURATION_S"]
+
+DEFAULT_SIM_DURATION_S = 0.1
+_SLEEP = re.compile(r"(?<![\w-])sleep\s+(\d+(?:\.\d*)?|\.\d+)([smhd]?)(?![\w.])")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# asyncio runs a timer up to one clock resolution early (loop.time() is time.monotonic()).
+_CLOCK_RESOLUTION_S = time.get_clock_info("monotonic").resolution
+
+
+def sim_duration(command: str, env: Mapping[str, str]) -> float:
+    """Simulated run time in seconds (rule in the module docstring)."""
+    if "PELOTON_SIM_DURATION" in env:
+        return float(env["PELOTON_SIM_DURATION"])
+    sleeps = _SLEEP.findall(command)
+    if sleeps:
+        return sum(float(n) * _UNIT_S[unit] for n, unit in sleeps)
+    return DEFAULT_SIM_DURATION_S
+
+
+def sim_exit_code(command: str, env: Mapping[str, str]) -> int:
+    """Simulated exit status: int(env PELOTON_SIM_EXIT_CODE), default 0."""
+    return int(env.get("PELOTON_SIM_EXIT_CODE", "0"))
+
+
+@dataclass(slots=True, eq=False)
+class _SimRun:
+    run_id: str
+    exit_code: int
+    state: RunState | None = None
+
+
+class SimulatedRunner:
+    """Same surface as ProcessRunner (launch, kill, running, read_log, close, statuses)."""
+
+    def __init__(
+        self,
+        duration_of: Callable[[str, Mapping[str, str]], float] = sim_duration,
+        *,
+        exit_code_of: Callable[[str, Mapping[str, str]], int] = sim_exit_code,
+        on_status: StatusCallback | None = None,
+    ) -> None:
+        self._duration_of = duration_of
+        self._exit_code_of = exit_code_of
+        self._feed = StatusFeed(on_status)
+        self._runs: dict[str, _SimRun] = {}
+        self._running: dict[str, _SimRun] = {}
+        self._heap: list[tuple[float, int, _SimRun]] = []
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    @property
+    def statuses(self) -> asyncio.Queue[TaskStatus]:
+        if self._feed.queue is None:
+            raise AttributeError("statuses is only available without an on_status callback")
+        return self._feed.queue
+
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+        """Start a simulated run; no-op if run_id is already known. Raises
+        InvalidRunIdError, RunnerClosedError."""
+        validate_run_id(run_id)
+        if run_id in self._runs:
+            return
+        if self._closed:
+            raise RunnerClosedError("runner is closed")
+        try:
+            duration = max(0.0, float(self._duration_of(command, env)))
+            exit_code = int(self._exit_code_of(command, env))
+        except ValueError as exc:
+            run = self._runs[run_id] = _SimRun(run_id, -1)
+            self._report(run, RunState.FAILED, None, f"invalid simulation parameters: {exc}")
+            return
+        run = self._runs[run_id] = _SimRun(run_id, exit_code)
+        self._report(run, RunState.STARTING, None, "simulated")
+        self._report(run, RunState.RUNNING, None, f"simulated for {duration:g}s")
+        self._running[run_id] = run
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + duration
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, run))
+        if self._heap[0][2] is run:
+            self._arm(loop)
+
+    async def kill(self, run_id: str, grace_s: float) -> None:
+        """End a running simulated run as KILLED at once; no-op otherwise."""
+        run = self._running.pop(run_id, None)
+        if run is not None:
+            self._report(run, RunState.KILLED, None, "killed on request (simulated)")
+
+    def running(self) -> list[str]:
+        return list(self._running)
+
+    def read_log(self, run_id: str, stream: LogStream, tail_bytes: int | None = None) -> bytes:
+        """Simulated runs print nothing: b"" for known runs, UnknownRunError otherwise."""
+        if stream not in LOG_STREAMS:
+            raise ValueError(f"stream must be one of {LOG_STREAMS}, not {stream!r}")
+        if run_id not in self._runs:
+            raise UnknownRunError(f"unknown run {run_id!r}")
+        return b""
+
+    async def close(self, grace_s: float = 0.0) -> None:
+        """Refuse new launches and kill every running run."""
+        self._closed = True
+        for run_id in list(self._running):
+            await self.kill(run_id, grace_s)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._heap.clear()
+
+    # ---------------------------------------------------------------- internals
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._heap:
+            self._timer = loop.call_at(self._heap[0][0], self._fire, loop)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        horizon = loop.time() + _CLOCK_RESOLUTION_S
+        heap = self._heap
+        while heap and heap[0][0] <= horizon:
+            _, _, run = heapq.heappop(heap)
+            if self._running.pop(run.run_id, None) is None:
+                continue  # killed meanwhile
+            if run.exit_code == 0:
+                self._report(run, RunState.SUCCEEDED, 0, "exit code 0")
+            else:
+                self._report(run, RunState.FAILED, run.exit_code, f"exit code {run.exit_code}")
+        self._arm(loop)
+
+    def _report(self, run: _SimRun, state: RunState, exit_code: int | None, message: str) -> None:
+        run.state = advance(run.state, state)
+        self._feed.publish(TaskStatus(run.run_id, state, exit_code, message, ""))

@@ -1,0 +1,137 @@
+"""Avro single-object encoding of events.
+
+Wire format (Avro 1.11 spec, "Single-object encoding"): the two marker bytes C3 01, the
+8-byte little-endian CRC-64-AVRO fingerprint of the writer's schema (Parsing Canonical
+Form), then the Avro binary body. A reader looks the fingerprint up among every published
+version of every event schema (schemas/<Name>.v<N>.avsc) and resolves the writer's schema
+against the newest version of that event (Avro schema resolution), so old records stay
+readable after a schema evolves.
+
+Errors: anything that cannot be decoded raises `DecodeError` with a reason fit for a
+dead-letter record; encoding a body that does not match its schema raises `EncodeError`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
+
+from peloton.model.event import Event
+
+__all__ = ["Event", "Codec", "DecodeError", "EncodeError", "MARKER", "default_codec", "schema_dir"]
+
+MARKER = b"\xc3\x01"
+_NAME = re.compile(r"^(?P<name>[A-Za-z]+)\.v(?P<version>\d+)\.avsc$")
+
+
+class DecodeError(ValueError):
+    """A record is not a valid single-object-encoded event we know."""
+
+
+class EncodeError(ValueError):
+    """An event body does not match its schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    name: str
+    version: int
+    parsed: Any
+    fingerprint: bytes
+
+
+def schema_dir() -> Path:
+    """schemas/ at the repository top (PELOTON_SCHEMAS overrides)."""
+    override = os.environ.get("PELOTON_SCHEMAS")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3] / "schemas"
+
+
+class Codec:
+    """Encodes and decodes events by the schemas found in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self._by_fp: dict[bytes, _Version] = {}
+        self._latest: dict[str, _Version] = {}
+        for path in sorted(directory.glob("*.avsc")):
+            match = _NAME.match(path.name)
+            if not match:
+                raise ValueError(f"schema file {path.name} is not named <Event>.v<N>.avsc")
+            raw = json.loads(path.read_text())
+            parsed = parse_schema(raw, _write_hint=False)
+            # fastavro returns the fingerprint already in the spec's little-endian byte order
+            fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+            ver = _Version(match["name"], int(match["version"]), parsed, fp)
+            self._by_fp[ver.fingerprint] = ver
+            current = self._latest.get(ver.name)
+            if current is None or current.version < ver.version:
+                self._latest[ver.name] = ver
+        if not self._latest:
+            raise ValueError(f"no schemas in {directory}")
+
+    @property
+    def event_types(self) -> list[str]:
+        return sorted(self._latest)
+
+    def versions(self, name: str) -> list[int]:
+        return sorted(v.version for v in self._by_fp.values() if v.name == name)
+
+    def schema(self, name: str, version: int | None = None) -> Any:
+        if version is None:
+            return self._latest[name].parsed
+        for v in self._by_fp.values():
+            if v.name == name and v.version == version:
+                return v.parsed
+        raise KeyError(f"{name} v{version}")
+
+    def encode(self, event_type: str, body: dict[str, Any], version: int | None = None) -> bytes:
+        ver = self._latest.get(event_type)
+        if ver is None:
+            raise EncodeError(f"unknown event type {event_type!r}")
+        if version is not None and version != ver.version:
+            ver = next(
+                v for v in self._by_fp.values() if v.name == event_type and v.version == version
+            )
+        buf = io.BytesIO()
+        buf.write(MARKER)
+        buf.write(ver.fingerprint)
+        try:
+            fastavro.schemaless_writer(buf, ver.parsed, body)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise EncodeError(f"{event_type}: {exc}") from exc
+        return buf.getvalue()
+
+    def decode(self, data: bytes | None) -> tuple[str, dict[str, Any]]:
+        """Return (event type, body) resolved to the newest schema of that event."""
+        if data is None:
+            raise DecodeError("empty record (tombstone)")
+        if len(data) < 10 or data[:2] != MARKER:
+            raise DecodeError("not Avro single-object encoding (missing C3 01 marker)")
+        writer = self._by_fp.get(bytes(data[2:10]))
+        if writer is None:
+            raise DecodeError(f"unknown schema fingerprint {bytes(data[2:10]).hex()}")
+        reader = self._latest[writer.name]
+        stream = io.BytesIO(data)
+        stream.seek(10)
+        try:
+            body = fastavro.schemaless_reader(stream, writer.parsed, reader.parsed)
+        except Exception as exc:  # fastavro raises many types on corrupt bodies
+            raise DecodeError(f"{writer.name}: corrupt body ({type(exc).__name__}: {exc})") from exc
+        if stream.tell() != len(data):
+            raise DecodeError(f"{writer.name}: {len(data) - stream.tell()} trailing bytes")
+        return writer.name, body  # type: ignore[return-value]
+
+
+@cache
+def default_codec() -> Codec:
+    return Codec(schema_dir())

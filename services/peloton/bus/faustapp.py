@@ -1,0 +1,65 @@
+"""The Faust app factory: one place for the settings every service uses.
+
+Records travel as raw bytes (our own Avro single-object codec decodes them, so a bad record
+can be dead-lettered instead of crashing a Faust serializer). Settings measured against the
+dev broker: 4 s session and rebalance timeouts, 0.5 s heartbeats, a short producer linger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+
+from peloton.bus.catalog import TOPICS
+
+__all__ = ["make_app", "raw_topic", "ensure_topics"]
+
+
+def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: Any) -> faust.App:
+    settings: dict[str, Any] = dict(
+        broker=f"kafka://{bootstrap}",
+        store="memory://",
+        topic_partitions=4,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=4,
+        broker_rebalance_timeout=4,
+        broker_heartbeat_interval=0.5,
+        broker_commit_interval=0.5,
+        producer_linger=0.005,
+        producer_max_batch_size=262144,
+        producer_max_request_size=16 << 20,
+        consumer_max_fetch_size=8 << 20,
+        stream_wait_empty=False,
+        web_enabled=web_port is not None,
+        web_port=web_port or 6066,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
+    )
+    settings.update(extra)
+    return faust.App(app_id, **settings)
+
+
+def raw_topic(app: faust.App, name: str) -> Any:
+    return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                     value_serializer="raw", internal=False)
+
+
+async def ensure_topics(bootstrap: str) -> None:
+    """Create every catalog topic that does not exist yet (idempotent)."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(t.name, t.partitions, 1) for t in TOPICS if t.name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(missing)
+            except Exception as exc:  # a concurrent creator won the race; verify below
+                if "TopicAlreadyExists" not in type(exc).__name__ + str(exc):
+                    raise
+    finally:
+        await admin.close()

@@ -1,0 +1,131 @@
+"""`peloton serve SERVICE`: run one service process (what the minicluster and Helm start)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register", "build"]
+
+Bootstrap = Annotated[str, typer.Option(envvar="PELOTON_BOOTSTRAP", help="Kafka bootstrap")]
+Etcd = Annotated[str | None, typer.Option(envvar="PELOTON_ETCD", help="etcd host:port")]
+
+
+def _logging(name: str) -> None:
+    logging.basicConfig(level=os.environ.get("PELOTON_LOG_LEVEL", "INFO"),
+                        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(build(), name="serve")
+
+
+def build() -> typer.Typer:
+    """The `serve` command group (also the entry point `python -m peloton.serve`)."""
+    serve = typer.Typer(no_args_is_help=True, help="Run one service process.")
+
+    @serve.command("jobmgr")
+    def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+        """Job manager: validates jobs, owns task and job state."""
+        from peloton.bus.service import ServiceShell
+        from peloton.jobmgr.service import JobManagerCore
+
+        _logging("jobmgr")
+        ServiceShell("jobmgr", "1", JobManagerCore(), bootstrap).run()
+
+    @serve.command("hostmgr")
+    def hostmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
+                heartbeat_timeout: float = 5.0, instance: str = "1") -> None:
+        """Host manager: hosts, offers, placement validation, launches, lost hosts."""
+        from peloton.bus.service import ServiceShell
+        from peloton.hostmgr.service import HostManagerCore
+
+        _logging(f"hostmgr-{instance}")
+        ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
+                     etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None).run()
+
+    @serve.command("resmgr")
+    def resmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
+               instance: str = "1", cycle: float = 10.0, lease_ttl: float = 2.0,
+               preemption_cycles: int = 3) -> None:
+        """Resource manager (one leader through etcd): pools, entitlement, admission."""
+        from peloton.bus.service import ServiceShell
+        from peloton.resmgr.service import ResourceManagerCore
+
+        _logging(f"resmgr-{instance}")
+        core = ResourceManagerCore(entitlement_cycle_s=cycle,
+                                   preemption_cycles=preemption_cycles)
+        ServiceShell("resmgr", instance, core, bootstrap, etcd=etcd,
+                     leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl).run()
+
+    @serve.command("placement")
+    def placement(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
+                  instance: str = "1") -> None:
+        """Placement engine: places admitted tasks on offered hosts in rounds."""
+        from peloton.bus.service import ServiceShell
+        from peloton.placement.service import PlacementCore
+
+        _logging(f"placement-{instance}")
+        ServiceShell("placement", instance, PlacementCore(), bootstrap, etcd=etcd,
+                     leader_key="/peloton/leader/placement" if etcd else None).run()
+
+    @serve.command("agent")
+    def agent(
+        host: Annotated[str, typer.Option(help="host name")],
+        bootstrap: Bootstrap = "127.0.0.1:9092",
+        cpu: float = 4.0, memory: float = 4096.0, disk: float = 10240.0, gpu: float = 0.0,
+        label: Annotated[list[str] | None, typer.Option(help="k=v, repeatable")] = None,
+        web_port: int = 0, sandbox: Path = Path("/tmp/peloton-sandboxes"),
+        simulated: bool = False, heartbeat: float = 1.0,
+        port_range: str = "31000-32000",
+    ) -> None:
+        """Host agent: runs task commands as real processes (or simulated)."""
+        from peloton.agent.app import AgentConfig, AgentCore
+        from peloton.bus.service import ServiceShell
+        from peloton.model.resources import Resources
+
+        _logging(f"agent-{host}")
+        labels = dict(item.split("=", 1) for item in (label or []))
+        begin, end = (int(x) for x in port_range.split("-"))
+        config = AgentConfig(
+            host=host, incarnation=uuid.uuid4().hex[:12],
+            capacity=Resources(cpu, memory, disk, gpu), labels=labels, sandbox_root=sandbox,
+            simulated=simulated, heartbeat_s=heartbeat, port_range=(begin, end),
+            log_url=f"http://127.0.0.1:{web_port}" if web_port else "")
+        core = AgentCore(config)
+        shell = ServiceShell(f"agent-{host}", "1", core, bootstrap,
+                             web_port=web_port or None)
+        if web_port:
+            _serve_logs(shell.app, core)
+        shell.run()
+
+    @serve.command("api")
+    def api(bootstrap: Bootstrap = "127.0.0.1:9092",
+            dsn: Annotated[str, typer.Option(envvar="PELOTON_CLICKHOUSE_DSN")] =
+            "chdb:///tmp/peloton-chdb",
+            port: int = 5290, instance: str = "1") -> None:
+        """Read model (ClickHouse) + HTTP API in one process."""
+        from peloton.api.service import run_api
+
+        _logging("api")
+        run_api(bootstrap, dsn, port, instance)
+
+    return serve
+
+
+def _serve_logs(faust_app: Any, core: Any) -> None:
+    from peloton.agent.errors import AgentError
+
+    @faust_app.page("/logs/{rid}/{stream}")
+    async def logs(self: Any, request: Any, rid: str, stream: str) -> Any:
+        tail = request.query.get("tail")
+        try:
+            data = core.read_log(rid, stream, int(tail) if tail else None)
+        except (AgentError, OSError, ValueError) as exc:
+            return self.json({"error": str(exc)}, status=404)
+        return self.bytes(data, content_type="text/plain")

@@ -1,0 +1,143 @@
+"""Validation of JobSubmitted bodies into JobCreated bodies (pure).
+
+Anyone may publish a JobSubmitted record, so the job manager checks every field again and
+answers with all the problems it found, each as "field: reason" in the job file's own
+field names. Limits follow Peloton's validator (at most 100,000 instances, maxFailures at
+most 100, revocable implies preemptible).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from typing import Any
+
+from peloton.model.constraint import ConstraintError, parse_constraint
+
+__all__ = ["validate_submission", "MAX_INSTANCES", "MAX_FAILURES_CAP", "DEFAULT_GRACE_S"]
+
+MAX_INSTANCES = 100_000
+MAX_FAILURES_CAP = 100
+DEFAULT_GRACE_S = 10.0
+SUPPORTED_TYPES = ("BATCH",)
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_STRATEGIES = {None: "PACK", "PACK": "PACK", "PACK_HOST": "PACK",
+               "SPREAD": "SPREAD", "SPREAD_JOB": "SPREAD"}
+
+
+def _merge(default: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    return {k: (override.get(k) if override.get(k) is not None else v) for k, v in default.items()}
+
+
+def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str, Any]:
+    cpu = cfg.get("cpu_limit")
+    if cpu is None or cpu <= 0:
+        problems.append(f"{path}.resource.cpuLimit: must be > 0 (got {cpu})")
+    for field, name in (("mem_limit_mb", "memLimitMb"), ("disk_limit_mb", "diskLimitMb"),
+                        ("gpu_limit", "gpuLimit")):
+        value = cfg.get(field)
+        if value is not None and value < 0:
+            problems.append(f"{path}.resource.{name}: must be >= 0 (got {value})")
+    gpu = cfg.get("gpu_limit") or 0.0
+    if gpu != int(gpu):
+        problems.append(f"{path}.resource.gpuLimit: must be a whole number of GPUs (got {gpu})")
+    command = cfg.get("command")
+    if not command or not str(command).strip():
+        problems.append(f"{path}.command.value: must not be empty")
+    max_failures = cfg.get("max_failures") or 0
+    if not 0 <= max_failures <= MAX_FAILURES_CAP:
+        problems.append(f"{path}.restartPolicy.maxFailures: must be 0..{MAX_FAILURES_CAP} "
+                        f"(got {max_failures})")
+    constraint_json = cfg.get("constraint_json")
+    if constraint_json is not None:
+        try:
+            parse_constraint(json.loads(constraint_json))
+        except (ConstraintError, json.JSONDecodeError) as exc:
+            problems.append(f"{path}.constraint: {exc}")
+    grace = cfg.get("kill_grace_period_s")
+    if grace is not None and grace < 0:
+        problems.append(f"{path}.killGracePeriodSeconds: must be >= 0 (got {grace})")
+    return {
+        "resources": {"cpu": cpu or 0.0, "memory": cfg.get("mem_limit_mb") or 0.0,
+                      "disk": cfg.get("disk_limit_mb") or 0.0, "gpu": gpu},
+        "command": str(command or ""),
+        "env": dict(cfg.get("env") or {}),
+        "constraint_json": constraint_json,
+        "max_failures": max_failures,
+        "labels": dict(cfg.get("labels") or {}),
+        "ports": list(cfg.get("ports") or []),
+        "kill_grace_period_s": DEFAULT_GRACE_S if grace is None else grace,
+    }
+
+
+def _check_sla(sub: dict[str, Any], n: int, problems: list[str]) -> int:
+    sla = sub["sla"]
+    if sla["revocable"] and not sla["preemptible"]:
+        problems.append("sla.revocable: revocable jobs must also be preemptible")
+    min_running = sla["minimum_running_instances"]
+    if not 1 <= min_running <= max(n, 1):
+        problems.append(f"sla.minimumRunningInstances: must be 1..instanceCount ({n}), "
+                        f"got {min_running}")
+    max_running = sla["maximum_running_instances"]
+    if max_running and not min_running <= max_running <= n:
+        problems.append("sla.maximumRunningInstances: must be 0 (no cap) or between "
+                        f"minimumRunningInstances and instanceCount, got {max_running}")
+    if sla["priority"] < 0:
+        problems.append(f"sla.priority: must be >= 0, got {sla['priority']}")
+    return min_running if (min_running > 1 and not sla["revocable"]) else 1
+
+
+def validate_submission(
+    sub: dict[str, Any], known_pools: Collection[str] | None, leaf_pools: Collection[str] | None,
+    now_ms: int,
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Return (JobCreated body, []) or (None, problems).
+
+    `known_pools`/`leaf_pools`: the pool paths the job manager has seen from the resource
+    manager, or None before it has seen any (then the pool is not checked here; the
+    resource manager keeps such tasks pending with a reason).
+    """
+    problems: list[str] = []
+    if not _JOB_ID.match(sub["job_id"]):
+        problems.append("job_id: 1-128 letters, digits, '.', '_' or '-', starting with a "
+                        "letter or digit")
+    if not sub["name"].strip():
+        problems.append("name: must not be empty")
+    if sub["type"] not in SUPPORTED_TYPES:
+        problems.append(f"type: {sub['type']} jobs are not supported yet (supported: BATCH)")
+    n = sub["instance_count"]
+    if not 1 <= n <= MAX_INSTANCES:
+        problems.append(f"instanceCount: must be 1..{MAX_INSTANCES}, got {n}")
+    pool = sub["respool"]
+    if known_pools is not None and pool not in known_pools:
+        problems.append(f"respool: resource pool {pool} does not exist")
+    elif leaf_pools is not None and known_pools is not None and pool not in leaf_pools:
+        problems.append(f"respool: {pool} has child pools; jobs go to leaf pools")
+    strategy = _STRATEGIES.get(sub.get("placement_strategy"))
+    if strategy is None:
+        problems.append(f"placementStrategy: must be PACK_HOST or SPREAD_JOB, got "
+                        f"{sub.get('placement_strategy')}")
+    gang_size = _check_sla(sub, n, problems)
+    default_cfg = sub["default_config"]
+    default_task = _task_spec(default_cfg, "defaultConfig", problems)
+    instance_tasks: dict[str, Any] = {}
+    for key in sorted(sub["instance_config"], key=lambda k: (len(k), k)):
+        if not key.isdigit() or int(key) >= max(n, 0):
+            problems.append(f"instanceConfig.{key}: not an instance number in 0..{n - 1}")
+            continue
+        merged = _merge(default_cfg, sub["instance_config"][key])
+        spec = _task_spec(merged, f"instanceConfig.{key}", problems)
+        if spec != default_task:
+            instance_tasks[str(int(key))] = spec
+    if problems:
+        return None, problems
+    sla = sub["sla"]
+    return {
+        "job_id": sub["job_id"], "at": now_ms, "name": sub["name"], "owner": sub["owner"],
+        "type": sub["type"], "respool": pool, "labels": dict(sub["labels"]),
+        "instance_count": n, "priority": sla["priority"], "preemptible": sla["preemptible"],
+        "revocable": sla["revocable"], "gang_size": gang_size,
+        "placement_strategy": strategy, "default_task": default_task,
+        "instance_tasks": instance_tasks,
+    }, []

@@ -1,0 +1,288 @@
+"""The local minicluster: broker, etcd, every service and N agents as real processes.
+
+`up(layout)` starts everything (detached when asked, so it outlives the shell), writes
+`<run_dir>/cluster.json` (what runs where) and waits until the API answers and every
+agent's host is registered. `down(run_dir)` stops what the state file names; `status`
+reports it. Tests use the same code with free ports in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from peloton.minicluster.servers import free_ports, start_etcd, start_tansu
+
+__all__ = ["AgentSpec", "Layout", "Cluster", "up", "down", "status", "load"]
+
+
+@dataclass
+class AgentSpec:
+    name: str
+    cpu: float = 4.0
+    memory: float = 4096.0
+    disk: float = 10240.0
+    gpu: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)
+    web_port: int = 0
+
+
+@dataclass
+class Layout:
+    run_dir: Path
+    broker_port: int = 9092
+    etcd_port: int = 2379
+    etcd_peer_port: int = 2380
+    api_port: int = 5290
+    agents: list[AgentSpec] = field(default_factory=list)
+    simulated: bool = False
+    resmgr_instances: int = 2
+    heartbeat_timeout_s: float = 5.0
+    entitlement_cycle_s: float = 10.0
+    lease_ttl_s: float = 2.0
+    detach: bool = True
+
+    @classmethod
+    def local(cls, run_dir: Path, agents: int = 3, cpu: float = 4.0, free: bool = False,
+              **kw: Any) -> Layout:
+        """N agents named host-1..N, zones a/b/c in turn; `free` picks free ports."""
+        ports = free_ports(4 + agents) if free else [9092, 2379, 2380, 5290] + [
+            5300 + i for i in range(agents)]
+        specs = [AgentSpec(f"host-{i + 1}", cpu=cpu, labels={"zone": "abc"[i % 3]},
+                           web_port=ports[4 + i]) for i in range(agents)]
+        return cls(run_dir=run_dir, broker_port=ports[0], etcd_port=ports[1],
+                   etcd_peer_port=ports[2], api_port=ports[3], agents=specs, **kw)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def etcd(self) -> str:
+        return f"127.0.0.1:{self.etcd_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+
+@dataclass
+class Proc:
+    name: str
+    pid: int
+    log: str
+    argv: list[str]
+
+
+class Cluster:
+    """A running (or described) minicluster; the state file is its memory."""
+
+    def __init__(self, layout: Layout, procs: dict[str, Proc] | None = None) -> None:
+        self.layout = layout
+        self.procs: dict[str, Proc] = procs or {}
+
+    @property
+    def state_file(self) -> Path:
+        return self.layout.run_dir / "cluster.json"
+
+    def save(self) -> None:
+        data = {"layout": {**asdict(self.layout), "run_dir": str(self.layout.run_dir)},
+                "procs": {k: asdict(v) for k, v in self.procs.items()}}
+        self.state_file.write_text(json.dumps(data, indent=2))
+
+    def spawn(self, name: str, argv: list[str]) -> Proc:
+        log = self.layout.run_dir / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with log.open("ab") as out:
+            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=self.layout.detach)
+        proc = Proc(name, popen.pid, str(log), argv)
+        self.procs[name] = proc
+        self.save()
+        return proc
+
+    def service_argv(self, name: str) -> list[str]:
+        lay = self.layout
+        base = [sys.executable, "-m", "peloton.serve"]
+        boot = ["--bootstrap", lay.bootstrap]
+        if name.startswith("resmgr-"):
+            return base + ["resmgr", *boot, "--etcd", lay.etcd, "--instance",
+                           name.split("-", 1)[1], "--cycle", str(lay.entitlement_cycle_s),
+                           "--lease-ttl", str(lay.lease_ttl_s)]
+        if name == "hostmgr":
+            return base + ["hostmgr", *boot, "--heartbeat-timeout",
+                           str(lay.heartbeat_timeout_s)]
+        if name in ("jobmgr", "placement"):
+            return base + [name, *boot]
+        if name == "api":
+            return base + ["api", *boot, "--dsn", f"chdb://{lay.run_dir / 'chdb'}",
+                           "--port", str(lay.api_port)]
+        spec = next(a for a in lay.agents if f"agent-{a.name}" == name)
+        argv = base + ["agent", *boot, "--host", spec.name, "--cpu", str(spec.cpu),
+                       "--memory", str(spec.memory), "--disk", str(spec.disk),
+                       "--gpu", str(spec.gpu), "--web-port", str(spec.web_port),
+                       "--sandbox", str(lay.run_dir / "sandboxes")]
+        for k, v in spec.labels.items():
+            argv += ["--label", f"{k}={v}"]
+        if lay.simulated:
+            argv.append("--simulated")
+        return argv
+
+    def service_names(self) -> list[str]:
+        names = [f"resmgr-{i + 1}" for i in range(self.layout.resmgr_instances)]
+        names += ["jobmgr", "hostmgr", "placement", "api"]
+        return names + [f"agent-{a.name}" for a in self.layout.agents]
+
+    def start_service(self, name: str) -> Proc:
+        return self.spawn(name, self.service_argv(name))
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        proc = self.procs.get(name)
+        if proc is None:
+            return
+        _signal(proc.pid, sig)
+        deadline = time.monotonic() + timeout
+        while _alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(proc.pid):
+            _signal(proc.pid, signal.SIGKILL)
+        _reap(proc.pid)
+
+    def kill(self, name: str) -> None:
+        """kill -9: what a crash looks like."""
+        self.stop(name, signal.SIGKILL, timeout=5.0)
+
+    def alive(self, name: str) -> bool:
+        proc = self.procs.get(name)
+        return proc is not None and _alive(proc.pid)
+
+    def wait_ready(self, timeout: float = 90.0, progress: Callable[[str], None] | None = None
+                   ) -> None:
+        deadline = time.monotonic() + timeout
+        want = {a.name for a in self.layout.agents}
+        last = ""
+        while time.monotonic() < deadline:
+            dead = [n for n in self.procs if not self.alive(n)]
+            if dead:
+                raise RuntimeError(f"{', '.join(dead)} exited; see {self.layout.run_dir}/logs")
+            try:
+                hosts = httpx.get(f"{self.layout.api_url}/v1/hosts", timeout=2).json()
+                up = {h["host"] for h in hosts.get("hosts", hosts) if h.get("state") != "LOST"}
+                msg = f"hosts registered: {len(up & want)}/{len(want)}"
+                if want <= up:
+                    return
+            except (httpx.HTTPError, ValueError, TypeError, AttributeError):
+                msg = "waiting for the API"
+            if progress is not None and msg != last:
+                progress(msg)
+                last = msg
+            time.sleep(0.3)
+        raise TimeoutError(f"minicluster not ready after {timeout:.0f}s ({last})")
+
+
+def up(layout: Layout, progress: Callable[[str], None] | None = None) -> Cluster:
+    layout.run_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(layout)
+    say = progress or (lambda _m: None)
+    say(f"broker on {layout.bootstrap}")
+    broker = start_tansu(layout.broker_port, layout.run_dir / "logs" / "broker.log",
+                         detach=layout.detach)
+    cluster.procs["broker"] = Proc("broker", broker.pid, str(broker.log_path), [])
+    say(f"etcd on {layout.etcd}")
+    etcd = start_etcd(layout.etcd_port, layout.etcd_peer_port, layout.run_dir / "etcd",
+                      layout.run_dir / "logs" / "etcd.log", detach=layout.detach)
+    cluster.procs["etcd"] = Proc("etcd", etcd.pid, str(etcd.log_path), [])
+    cluster.save()
+    from peloton.bus.faustapp import ensure_topics
+    from peloton.minicluster.servers import _run_sync
+
+    _run_sync(lambda: ensure_topics(layout.bootstrap))
+    for name in cluster.service_names():
+        say(f"starting {name}")
+        cluster.start_service(name)
+    cluster.wait_ready(progress=say)
+    return cluster
+
+
+def load(run_dir: Path) -> Cluster | None:
+    path = run_dir / "cluster.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    lay = data["layout"]
+    lay["run_dir"] = Path(lay["run_dir"])
+    lay["agents"] = [AgentSpec(**a) for a in lay["agents"]]
+    return Cluster(Layout(**lay), {k: Proc(**v) for k, v in data["procs"].items()})
+
+
+def down(run_dir: Path) -> list[str]:
+    cluster = load(run_dir)
+    if cluster is None:
+        return []
+    names = [n for n in cluster.procs if n not in ("broker", "etcd")] + ["etcd", "broker"]
+    stopped = []
+    for name in names:
+        if cluster.alive(name):
+            cluster.stop(name, timeout=5.0)
+            stopped.append(name)
+    cluster.state_file.unlink(missing_ok=True)
+    return stopped
+
+
+def status(run_dir: Path) -> list[dict[str, Any]]:
+    cluster = load(run_dir)
+    if cluster is None:
+        return []
+    return [{"name": p.name, "pid": p.pid, "alive": cluster.alive(p.name), "log": p.log}
+            for p in cluster.procs.values()]
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig) if _is_group_leader(pid) else os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _is_group_leader(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

@@ -1,0 +1,117 @@
+"""Vectorised evaluation of hard constraints over candidate hosts.
+
+`limits` answers, for each candidate host, "how many tasks of this group may go here,
+one after another, with the constraint holding for each when it is placed". A task-label
+constraint whose label the group's tasks carry changes as the group lands (each placed
+task raises the count), so:
+
+- LESS_THAN r with count c allows r - c tasks (never below 0);
+- EQUAL r allows 1 task when c == r (the next would see r + 1), else 0;
+- GREATER_THAN r allows any number when c > r, else 0.
+
+Host-label constraints and task-label constraints on labels the group does not carry are
+all-or-nothing per host (0 or BIG). AND takes the minimum of its parts, OR the maximum:
+the OR then holds for at least that many steps, which may under-use a host (an OR whose
+branch becomes true only after some steps) but never breaks the constraint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from peloton.model.constraint import (
+    JOB_LABEL,
+    AndConstraint,
+    Condition,
+    HardConstraint,
+    HostLabelConstraint,
+    LabelConstraint,
+    LabelKind,
+    LabelOp,
+    MaxPerHostConstraint,
+    OrConstraint,
+)
+from peloton.placement.domain.framework import BIG, CycleState, TaskGroup
+from peloton.placement.domain.hostindex import BoolArray, IntArray
+
+__all__ = ["limits", "holds_now", "is_static", "task_labels"]
+
+
+def limits(state: CycleState, c: HardConstraint, group: TaskGroup, hosts: IntArray) -> IntArray:
+    """Per host in ``hosts``: tasks of ``group`` the constraint allows there (0..BIG)."""
+    if isinstance(c, AndConstraint | OrConstraint):
+        parts = [limits(state, child, group, hosts) for child in c.constraints]  # type: ignore[arg-type]
+        combine = np.minimum if isinstance(c, AndConstraint) else np.maximum
+        out = parts[0]
+        for part in parts[1:]:
+            out = combine(out, part)
+        return out
+    if isinstance(c, HostLabelConstraint):
+        return np.where(_host_label_mask(state, c, hosts), BIG, 0)
+    if isinstance(c, MaxPerHostConstraint):
+        c = LabelConstraint(
+            LabelKind.TASK, Condition.LESS_THAN, JOB_LABEL, group.job_id, c.count
+        )
+    if c.kind is LabelKind.HOST:
+        codes, _ = state.table.label_codes(c.key)
+        count = (codes[hosts] == state.table.code_of(c.key, c.value)).astype(np.int64)
+        return np.where(_compare(c.condition, count, c.requirement), BIG, 0)
+    count = state.task_counts(c.label)[hosts]
+    if c.label not in group.labels:
+        return np.where(_compare(c.condition, count, c.requirement), BIG, 0)
+    if c.condition is Condition.LESS_THAN:
+        return np.maximum(c.requirement - count, 0)
+    if c.condition is Condition.EQUAL:
+        return (count == c.requirement).astype(np.int64)
+    return np.where(count > c.requirement, BIG, 0)
+
+
+def holds_now(state: CycleState, c: HardConstraint, group: TaskGroup, hosts: IntArray) -> BoolArray:
+    """Whether one task of ``group`` could go on each host right now."""
+    out: BoolArray = limits(state, c, group, hosts) > 0
+    return out
+
+
+def is_static(c: HardConstraint) -> bool:
+    """True when ``c`` reads host labels only (its answer never changes in a round)."""
+    if isinstance(c, AndConstraint | OrConstraint):
+        return all(is_static(child) for child in c.constraints)  # type: ignore[arg-type]
+    if isinstance(c, HostLabelConstraint):
+        return True
+    if isinstance(c, MaxPerHostConstraint):
+        return False
+    return c.kind is LabelKind.HOST
+
+
+def task_labels(c: HardConstraint, job_id: str) -> set[str]:
+    """The ``key=value`` task labels whose counts ``c`` reads."""
+    if isinstance(c, AndConstraint | OrConstraint):
+        out: set[str] = set()
+        for child in c.constraints:
+            out |= task_labels(child, job_id)  # type: ignore[arg-type]
+        return out
+    if isinstance(c, MaxPerHostConstraint):
+        return {f"{JOB_LABEL}={job_id}"}
+    if isinstance(c, LabelConstraint) and c.kind is LabelKind.TASK:
+        return {c.label}
+    return set()
+
+
+def _host_label_mask(state: CycleState, c: HostLabelConstraint, hosts: IntArray) -> BoolArray:
+    codes, vocab = state.table.label_codes(c.key)
+    sub = codes[hosts]
+    if c.op is LabelOp.EXISTS:
+        return sub >= 0
+    if c.op is LabelOp.NOT_EXISTS:
+        return sub < 0
+    wanted = np.array([vocab[v] for v in c.values if v in vocab], dtype=np.int64)
+    inside: BoolArray = np.isin(sub, wanted)
+    return ~inside if c.op is LabelOp.NOT_IN else inside
+
+
+def _compare(cond: Condition, count: IntArray, requirement: int) -> BoolArray:
+    if cond is Condition.LESS_THAN:
+        return count < requirement
+    if cond is Condition.EQUAL:
+        return count == requirement
+    return count > requirement

@@ -1,0 +1,173 @@
+"""Tasks -> groups of identical tasks -> units (gangs or single groups), in placement order.
+
+Tasks with the same job, gang, resources, port names, constraint, strategy, revocability,
+priority and task labels form one group (Peloton's batch strategy does the same); a
+group is filtered and scored once, whatever its size. Groups sharing a gang id form one
+unit, placed all together or not at all.
+
+Order (deterministic, independent of input order): higher priority first; gangs before
+loose groups (they need room at once); larger tasks before smaller ones (first-fit
+decreasing packs better), GPU tasks first of all; then job id and the smallest task id,
+which is unique, so the order is total. Within a group tasks are sorted by task id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from peloton.model.constraint import (
+    JOB_LABEL,
+    AndConstraint,
+    ConstraintError,
+    HardConstraint,
+    PreferConstraint,
+    SpreadConstraint,
+    split_constraint,
+)
+from peloton.placement.domain.evaluator import is_static
+from peloton.placement.domain.framework import Status, TaskGroup, Unit
+from peloton.placement.domain.hostindex import FloatArray
+from peloton.placement.domain.types import Code, PlacementInputError, Strategy, TaskRequest
+
+__all__ = ["build_units"]
+
+_Key = tuple[Hashable, ...]
+
+
+def build_units(
+    tasks: Sequence[TaskRequest], max_capacity: FloatArray
+) -> tuple[list[Unit], dict[str, Status]]:
+    """Units in placement order, and the tasks refused as INVALID with their reason.
+
+    ``max_capacity`` (per kind, over hosts) normalises sizes for the decreasing order.
+    Raises PlacementInputError on duplicate task ids.
+    """
+    buckets: dict[_Key, list[str]] = {}
+    firsts: dict[_Key, TaskRequest] = {}
+    for t in tasks:
+        key: _Key = (
+            t.job_id, t.gang_id, t.gang_size, t.resources, t.ports, t.constraint,
+            t.strategy, t.revocable, t.priority,
+            tuple(sorted(t.labels.items())) if t.labels else (),
+        )
+        ids = buckets.get(key)
+        if ids is None:
+            buckets[key] = [t.task_id]
+            firsts[key] = t
+        else:
+            ids.append(t.task_id)
+    seen = sum(len(v) for v in buckets.values())
+    if seen != len({t.task_id for t in tasks}):
+        raise PlacementInputError(f"duplicate task ids: {_duplicates(tasks)}")
+
+    invalid: dict[str, Status] = {}
+    groups: list[TaskGroup] = []
+    for key, ids in buckets.items():
+        ids.sort()
+        group_or_reason = _make_group(firsts[key], tuple(ids))
+        if isinstance(group_or_reason, str):
+            bad = Status(Code.INVALID, group_or_reason)
+            invalid.update(dict.fromkeys(ids, bad))
+        else:
+            groups.append(group_or_reason)
+    return _order_units(groups, max_capacity), invalid
+
+
+def _make_group(t: TaskRequest, ids: tuple[str, ...]) -> TaskGroup | str:
+    values = (t.resources.cpu, t.resources.memory, t.resources.disk, t.resources.gpu)
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        return f"resources must be finite and non-negative, got {t.resources}"
+    if len(set(t.ports)) != len(t.ports) or not all(t.ports):
+        return f"port names must be distinct and non-empty, got {list(t.ports)}"
+    if t.gang_size < 1:
+        return f"gang_size must be at least 1, got {t.gang_size}"
+    try:
+        strategy = Strategy(t.strategy)
+    except ValueError:
+        return f"unknown strategy {t.strategy!r} (expected PACK or SPREAD)"
+    try:
+        hard, soft = split_constraint(t.constraint)
+    except ConstraintError as err:
+        return f"invalid constraint: {err}"
+    static, dynamic = _split_static(hard)
+    spread = [s.key for s in soft if isinstance(s, SpreadConstraint)]
+    labels = {f"{k}={v}" for k, v in t.labels.items() if k != JOB_LABEL}
+    labels.add(f"{JOB_LABEL}={t.job_id}")
+    return TaskGroup(
+        ordinal=0, job_id=t.job_id, task_ids=ids, resources=t.resources,
+        request=np.array(values, dtype=np.float64),
+        kinds=tuple(k for k, v in enumerate(values) if v > 0), ports=t.ports, strategy=strategy,
+        revocable=t.revocable, priority=t.priority,
+        gang_id=t.gang_id, gang_size=t.gang_size if t.gang_id is not None else 1,
+        hard_static=static, hard_dynamic=dynamic,
+        preferences=tuple(s for s in soft if isinstance(s, PreferConstraint)),
+        spread_key=spread[-1] if spread else None, labels=frozenset(labels),
+    )
+
+
+def _split_static(
+    hard: HardConstraint | None,
+) -> tuple[HardConstraint | None, HardConstraint | None]:
+    if hard is None:
+        return None, None
+    parts: tuple[HardConstraint, ...] = (
+        hard.constraints if isinstance(hard, AndConstraint) else (hard,)  # type: ignore[assignment]
+    )
+    static = [p for p in parts if is_static(p)]
+    dynamic = [p for p in parts if not is_static(p)]
+    return _join(static), _join(dynamic)
+
+
+def _join(parts: list[HardConstraint]) -> HardConstraint | None:
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else AndConstraint(tuple(parts))
+
+
+def _order_units(groups: list[TaskGroup], max_capacity: FloatArray) -> list[Unit]:
+    scale = np.where(max_capacity > 0, max_capacity, 1.0)
+
+    def size(g: TaskGroup) -> float:
+        return float((g.request / scale).max())
+
+    def group_key(g: TaskGroup) -> tuple[float, float, str, str]:
+        return (-g.request[3], -size(g), g.job_id, g.task_ids[0])
+
+    gangs: dict[str, list[TaskGroup]] = {}
+    units: list[Unit] = []
+    for g in groups:
+        if g.gang_id is None:
+            units.append(Unit(None, 1, [g]))
+        else:
+            gangs.setdefault(g.gang_id, []).append(g)
+    for gang_id, members in gangs.items():
+        members.sort(key=group_key)
+        units.append(Unit(gang_id, max(m.gang_size for m in members), members))
+
+    def unit_key(u: Unit) -> tuple[int, int, float, float, str, str]:
+        lead = u.groups[0]
+        first = min(g.task_ids[0] for g in u.groups)
+        return (
+            -max(g.priority for g in u.groups), 0 if u.gang_id is not None else 1,
+            -max(float(g.request[3]) for g in u.groups), -max(size(g) for g in u.groups),
+            lead.job_id, first,
+        )
+
+    units.sort(key=unit_key)
+    ordinal = 0
+    for u in units:
+        for g in u.groups:
+            g.ordinal = ordinal
+            ordinal += 1
+    return units
+
+
+def _duplicates(tasks: Sequence[TaskRequest]) -> str:
+    seen: set[str] = set()
+    dups: set[str] = set()
+    for t in tasks:
+        (dups if t.task_id in seen else seen).add(t.task_id)
+    return ", ".join(sorted(dups)[:5])

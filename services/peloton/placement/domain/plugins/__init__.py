@@ -1,0 +1,1 @@
+"""Placement plugins, one per module; registry.py lists which run where."""

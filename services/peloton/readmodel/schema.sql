@@ -1,0 +1,170 @@
+-- The read model's tables (ClickHouse; chdb in dev, a ClickHouse server in production).
+-- `{db}` is replaced by the database name. Every statement is idempotent.
+--
+-- Replay safety: every row records the source position (topic, partition, offset, index in
+-- the event) it was projected from. Latest-state tables are ReplacingMergeTree(version)
+-- keyed per entity *facet*: each fact type owns one facet row per entity and replaces it
+-- whole, so partial updates from different topics never overwrite each other, and `version`
+-- (a UInt256 of four 64-bit lanes, see projector.version) orders the facts of one facet.
+-- History tables are ReplacingMergeTree keyed by the source position: a replayed record
+-- collapses onto the row it already wrote. Read with FINAL.
+
+CREATE DATABASE IF NOT EXISTS {db};
+
+-- facets: spec (JobSubmitted, then JobCreated), submitted, created, state, kill
+CREATE TABLE IF NOT EXISTS {db}.jobs (
+    job_id String,
+    facet LowCardinality(String),
+    version UInt256,
+    at Int64,
+    name String,
+    owner String,
+    description String,
+    type LowCardinality(String),
+    respool String,
+    instance_count UInt32,
+    priority Int32,
+    preemptible Bool,
+    labels Map(String, String),
+    config_json String,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    task_counts Map(String, UInt32),
+    reasons Array(String),
+    kill_instances Array(Int32),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY (job_id, facet);
+
+-- facets: state (TaskStateChanged), reason (admission / placement), status (agent report)
+CREATE TABLE IF NOT EXISTS {db}.tasks (
+    job_id String,
+    instance UInt32,
+    facet LowCardinality(String),
+    version UInt256,
+    at Int64,
+    run UInt32,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    host Nullable(String),
+    reason String,
+    exit_code Nullable(Int32),
+    failures UInt32,
+    sandbox String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY (job_id, instance, facet);
+
+CREATE TABLE IF NOT EXISTS {db}.task_events (
+    job_id String,
+    instance UInt32,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    run UInt32,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    host Nullable(String),
+    reason String,
+    exit_code Nullable(Int32),
+    failures UInt32,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (job_id, instance, src_topic, src_partition, src_offset, src_index, at);
+
+-- facets: registration, heartbeat, lost, offer
+CREATE TABLE IF NOT EXISTS {db}.hosts (
+    host String,
+    facet LowCardinality(String),
+    version UInt256,
+    at Int64,
+    incarnation String,
+    capacity Map(LowCardinality(String), Float64),
+    free Map(LowCardinality(String), Float64),
+    labels Map(String, String),
+    log_url String,
+    port_range_begin Int32,
+    port_range_end Int32,
+    simulated Bool,
+    available Bool,
+    generation Int64,
+    running UInt32,
+    reason String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY (host, facet);
+
+CREATE TABLE IF NOT EXISTS {db}.pools (
+    pool String,
+    version UInt256,
+    at Int64,
+    cycle Int64,
+    parent Nullable(String),
+    capacity Map(LowCardinality(String), Float64),
+    reservation Map(LowCardinality(String), Float64),
+    limit Map(LowCardinality(String), Float64),
+    entitlement Map(LowCardinality(String), Float64),
+    slack_entitlement Map(LowCardinality(String), Float64),
+    nonslack_entitlement Map(LowCardinality(String), Float64),
+    allocation Map(LowCardinality(String), Float64),
+    demand Map(LowCardinality(String), Float64),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY pool;
+
+-- one row per pool per entitlement cycle, for Grafana (time series on `time`)
+CREATE TABLE IF NOT EXISTS {db}.entitlement_history (
+    pool String,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    cycle Int64,
+    parent Nullable(String),
+    capacity Map(LowCardinality(String), Float64),
+    reservation Map(LowCardinality(String), Float64),
+    limit Map(LowCardinality(String), Float64),
+    entitlement Map(LowCardinality(String), Float64),
+    slack_entitlement Map(LowCardinality(String), Float64),
+    nonslack_entitlement Map(LowCardinality(String), Float64),
+    allocation Map(LowCardinality(String), Float64),
+    demand Map(LowCardinality(String), Float64),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (pool, at, src_topic, src_partition, src_offset, src_index);
+
+CREATE TABLE IF NOT EXISTS {db}.dead_letters (
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    service LowCardinality(String),
+    source_topic LowCardinality(String),
+    partition UInt32,
+    offset UInt64,
+    reason String,
+    key Nullable(String),
+    value_size UInt64,
+    value_b64 String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (src_topic, src_partition, src_offset, src_index, at);
+
+-- one row: the store's epoch, drawn when the tables were first created (the materializer's
+-- consumer group includes it, so a fresh store reads every topic from the start)
+CREATE TABLE IF NOT EXISTS {db}.meta (
+    name String,
+    value String
+) ENGINE = ReplacingMergeTree ORDER BY name;
