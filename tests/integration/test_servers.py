@@ -94,7 +94,9 @@ def test_detached_server_runs_in_its_own_session_and_stops_by_pid(tmp_path: Path
     server = start_tansu(free_port(), tmp_path / "tansu.log", detach=True)
     try:
         assert os.getsid(server.pid) == server.pid != os.getsid(0)
-        handle = ServerProcess.attach("tansu", server.pid, server.address, server.log_path)
+        server.write_pidfile(tmp_path / "tansu.pid")
+        handle = ServerProcess.from_pidfile(tmp_path / "tansu.pid")
+        assert (handle.name, handle.pid, handle.address) == ("tansu", server.pid, server.address)
         assert handle.alive()
         handle.stop(timeout=5)
         assert not handle.alive()
@@ -146,3 +148,10 @@ def test_etcd_stop_and_restart_keeps_data(tmp_path: Path) -> None:
         assert asyncio.run(get()) == b"v"
     finally:
         server.stop()
+
+
+def test_attached_handle_ignores_a_pid_running_another_program(tmp_path: Path) -> None:
+    # Our own pid runs python, not tansu: the handle must neither see it alive nor signal it.
+    handle = ServerProcess.attach("tansu", os.getpid(), "127.0.0.1:1", tmp_path / "x.log")
+    assert not handle.alive()
+    handle.stop(timeout=0.1)

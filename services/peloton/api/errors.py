@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "ApiError", "BadRequest", "NotFound", "Conflict", "UnsupportedMediaType", "BadGateway", "Unavailable",
-    "PublishError", "error_body",
+    "ApiError", "BadRequest", "NotFound", "Conflict", "UnsupportedMediaType", "BadGateway",
+    "Unavailable", "PublishError", "error_body",
 ]
 
 

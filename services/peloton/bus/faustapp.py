@@ -12,6 +12,7 @@ from typing import Any
 import faust
 
 from peloton.bus.catalog import TOPICS
+from peloton.bus.devbroker import patch_faust_fetch_wait
 
 __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
@@ -38,6 +39,7 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: 
         web_host="127.0.0.1",
     )
     settings.update(extra)
+    patch_faust_fetch_wait()
     return faust.App(app_id, **settings)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from peloton.bus.codec import Codec, DecodeError
-from peloton.bus.devbroker import log_end_offsets
+from peloton.bus.devbroker import consumer_settings, log_end_offsets
 
 __all__ = ["replay_topics", "Positions"]
 
@@ -29,7 +29,8 @@ async def replay_topics(
     progress: Callable[[int], None] | None = None,
 ) -> Positions:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20)
+                                auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
+                                **consumer_settings())  # type: ignore[arg-type]
     await consumer.start()
     positions: Positions = {}
     try:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -118,6 +120,14 @@ class ServiceShell:
                     await shell.election.stop()
 
         self.app.service(Lifecycle)
+
+        @self.app.on_rebalance_complete.connect
+        async def _ready(sender: Any, **kwargs: Any) -> None:
+            log.info("%s: partitions assigned, consuming", self.name)
+            marker = os.environ.get("PELOTON_READY_FILE")
+            if marker:
+                Path(marker).parent.mkdir(parents=True, exist_ok=True)
+                Path(marker).write_text(str(os.getpid()))
 
     def _add_agent(self, topic_name: str) -> None:
         source = raw_topic(self.app, topic_name)

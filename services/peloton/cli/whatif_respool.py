@@ -40,7 +40,7 @@ def entitlement(
     ] = OutputFormat.table,
 ) -> None:
     """Compute each pool's entitlement for a what-if scenario (capacity, pools, usage)."""
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         doc = yaml.safe_load(file.read_text(encoding="utf-8"))
         report = entitlement_report(doc)

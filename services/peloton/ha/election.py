@@ -119,8 +119,18 @@ class LeaderElection:
         """Start campaigning in a background task. Returns at once."""
         if self._task is not None:
             raise RuntimeError("election already started")
+        # gRPC's default reconnect backoff grows to minutes; cap it well below the TTL so
+        # that a candidate notices a recovered etcd within one campaign round.
+        reconnect_ms = max(100, int(self.ttl * 250))
         self._client = aetcd.Client(
-            host=self._host, port=self._port, timeout=self._lease_seconds
+            host=self._host,
+            port=self._port,
+            timeout=self._lease_seconds,
+            options={
+                "grpc.initial_reconnect_backoff_ms": 100,
+                "grpc.min_reconnect_backoff_ms": 100,
+                "grpc.max_reconnect_backoff_ms": reconnect_ms,
+            },
         )
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"leader-election:{self.key}:{self.identity}"

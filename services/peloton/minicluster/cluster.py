@@ -51,6 +51,7 @@ class Layout:
     entitlement_cycle_s: float = 10.0
     lease_ttl_s: float = 2.0
     detach: bool = True
+    with_api: bool = True
 
     @classmethod
     def local(cls, run_dir: Path, agents: int = 3, cpu: float = 4.0, free: bool = False,
@@ -103,7 +104,9 @@ class Cluster:
     def spawn(self, name: str, argv: list[str]) -> Proc:
         log = self.layout.run_dir / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        ready = self.layout.run_dir / "ready" / name
+        ready.unlink(missing_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PELOTON_READY_FILE=str(ready))
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, env=env,
@@ -142,7 +145,7 @@ class Cluster:
 
     def service_names(self) -> list[str]:
         names = [f"resmgr-{i + 1}" for i in range(self.layout.resmgr_instances)]
-        names += ["jobmgr", "hostmgr", "placement", "api"]
+        names += ["jobmgr", "hostmgr", "placement"] + (["api"] if self.layout.with_api else [])
         return names + [f"agent-{a.name}" for a in self.layout.agents]
 
     def start_service(self, name: str) -> Proc:
@@ -168,8 +171,21 @@ class Cluster:
         proc = self.procs.get(name)
         return proc is not None and _alive(proc.pid)
 
+    def wait_consuming(self, names: list[str], timeout: float = 90.0) -> None:
+        """Wait until each named service has joined its consumer group (its ready file)."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            marker = self.layout.run_dir / "ready" / name
+            while not marker.exists():
+                if not self.alive(name):
+                    raise RuntimeError(f"{name} exited; see {self.layout.run_dir}/logs/{name}.log")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} did not start consuming in {timeout:.0f}s")
+                time.sleep(0.1)
+
     def wait_ready(self, timeout: float = 90.0, progress: Callable[[str], None] | None = None
                    ) -> None:
+        self.wait_consuming([n for n in self.procs if n not in ("broker", "etcd")], timeout)
         deadline = time.monotonic() + timeout
         want = {a.name for a in self.layout.agents}
         last = ""
@@ -212,7 +228,11 @@ def up(layout: Layout, progress: Callable[[str], None] | None = None) -> Cluster
     for name in cluster.service_names():
         say(f"starting {name}")
         cluster.start_service(name)
-    cluster.wait_ready(progress=say)
+    say("waiting for every service to join its consumer group")
+    if layout.with_api:
+        cluster.wait_ready(progress=say)
+    else:
+        cluster.wait_consuming(cluster.service_names())
     return cluster
 
 

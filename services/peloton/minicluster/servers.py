@@ -177,8 +177,26 @@ class ServerProcess:
 
     @classmethod
     def attach(cls, name: str, pid: int, address: str, log_path: Path) -> ServerProcess:
-        """A handle on a (detached) server started elsewhere, e.g. from a pid file."""
+        """A handle on a (detached) server started elsewhere, e.g. from a pid file.
+
+        ``name`` must be the server binary's name (``tansu``, ``etcd``): a pid reused by
+        an unrelated program then counts as not alive and is never signalled.
+        """
         return cls(name=name, pid=pid, address=address, log_path=log_path)
+
+    def write_pidfile(self, path: Path) -> None:
+        """Record this handle as JSON so another process can :meth:`from_pidfile` it."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"name": self.name, "pid": self.pid, "address": self.address,
+                  "log_path": str(self.log_path)}
+        path.write_text(json.dumps(record) + "\n")
+
+    @classmethod
+    def from_pidfile(cls, path: Path) -> ServerProcess:
+        """The handle recorded by :meth:`write_pidfile` (the server may have exited since)."""
+        record = json.loads(path.read_text())
+        return cls.attach(str(record["name"]), int(record["pid"]), str(record["address"]),
+                          Path(record["log_path"]))
 
     @property
     def host(self) -> str:
@@ -192,7 +210,7 @@ class ServerProcess:
         """True while the process exists and is not a zombie."""
         if self.popen is not None:
             return self.popen.poll() is None
-        return _pid_alive(self.pid)
+        return _pid_alive(self.pid, self.name)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM, wait up to ``timeout`` seconds, then SIGKILL. Idempotent.
@@ -225,6 +243,8 @@ class ServerProcess:
             return ""
 
     def _signal(self, sig: signal.Signals) -> None:
+        if self.popen is None and not _pid_alive(self.pid, self.name):
+            return  # never signal a pid that no longer belongs to our server
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, sig)
 
@@ -237,25 +257,29 @@ class ServerProcess:
                 return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not _pid_alive(self.pid):
+            if not _pid_alive(self.pid, self.name):
                 return True
             time.sleep(0.05)
-        return not _pid_alive(self.pid)
+        return not _pid_alive(self.pid, self.name)
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, program: str) -> bool:
+    """True if ``pid`` runs ``program`` (by argv[0] basename) and is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        return False  # not ours, so not our server
+    proc = Path(f"/proc/{pid}")
     try:
         # A zombie still answers kill(0); its /proc state is 'Z'.
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        argv0 = (proc / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
     except (OSError, IndexError):
-        return True
+        return True  # no /proc (not Linux): trust kill(0)
+    return Path(argv0).name == program
 
 
 @atexit.register

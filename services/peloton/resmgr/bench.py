@@ -41,20 +41,22 @@ def three_level_tree(n_pools: int, seed: int) -> tuple[PoolTree, dict[str, PoolU
     for p in parents:
         fanout[p] = fanout.get(p, 0) + 1
     reservation: dict[str, Resources] = {ROOT: _CAPACITY}
+    limits: dict[str, Resources] = {ROOT: _CAPACITY}
     path_of: dict[str, str] = {"/": ROOT}
     entries: list[tuple[str, PoolConfig]] = []
     for name, parent in zip(names, parents, strict=True):
         parent_path = path_of[parent] if parent != ROOT else ROOT
         res = reservation[parent_path].scale(rng.uniform(0.2, 0.9) / fanout[parent])
-        limit = _CAPACITY.scale(rng.uniform(0.3, 1.0))
+        limit = limits[parent_path].scale(rng.uniform(0.5, 1.0)).max(res)
         kind = ReservationType.STATIC if rng.random() < 0.1 else ReservationType.ELASTIC
         specs = {
-            k: ResourceSpec(res.get(k), max(res.get(k), limit.get(k)), rng.choice((1, 2, 3)), kind)
+            k: ResourceSpec(res.get(k), limit.get(k), rng.choice((1, 2, 3)), kind)
             for k in ("cpu", "memory", "disk", "gpu")
         }
         path = child_path(parent_path, name)
         path_of[name] = path
         reservation[path] = res
+        limits[path] = limit
         entries.append((parent_path, PoolConfig.create(name, specs)))
     tree, _ = build_tree(entries, _CAPACITY)
     per_leaf = _CAPACITY.scale(1.5 / max(1, len(tree.leaves())))

@@ -66,16 +66,20 @@ def load_scenario(
         raise PoolConfigError(f"document: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
     if "capacity" not in doc:
         raise PoolConfigError("capacity: missing")
+    if not isinstance(doc["capacity"], Mapping):
+        raise PoolConfigError("capacity: must be a mapping of kind to amount")
     capacity = _resources(doc["capacity"], "capacity")
     slack_capacity = _resources(doc.get("slack_capacity"), "slack_capacity")
-    pools_doc = doc.get("pools") or {}
+    pools_doc = doc.get("pools")
+    pools_doc = {} if pools_doc is None else pools_doc
     if not isinstance(pools_doc, Mapping):
         raise PoolConfigError("pools: must be a mapping of pool name to pool")
     parents, configs = _parse_pools(pools_doc)
     paths = _paths(parents)
-    entries = [(paths[parents[name]] if parents[name] else ROOT, configs[name]) for name in configs]
+    entries = [(_parent_path(parents[name], paths), configs[name]) for name in configs]
     tree, warnings = build_tree(entries, capacity)
-    usage, usage_warnings = _parse_usage(doc.get("usage") or {}, paths, tree)
+    usage_doc = doc.get("usage")
+    usage, usage_warnings = _parse_usage({} if usage_doc is None else usage_doc, paths, tree)
     return tree, capacity, slack_capacity, usage, warnings + usage_warnings
 
 
@@ -101,6 +105,10 @@ def _parse_pools(
         parents[name] = None if parent in _ROOT_NAMES else parent
         configs[name] = parse_pool_config(body, name=name, where=where)
     return parents, configs
+
+
+def _parent_path(parent: str | None, paths: Mapping[str, str]) -> str:
+    return ROOT if parent is None else paths[parent]
 
 
 def _paths(parents: Mapping[str, str | None]) -> dict[str, str]:

@@ -15,7 +15,12 @@ Contract:
 
 The cycle (see framework.py) runs once per unit; its cost is a handful of numpy
 operations over the candidate hosts per group of identical tasks, plus Python work per
-placed task only to emit the `Placement` record.
+placed task only to emit the `Placement` record. Two refinements, both deterministic:
+- big clusters (``partial_scan_from`` hosts or more) filter only a sample of blocks of
+  hosts until the strategy has enough (scan.py), falling back to every host when the
+  sample turns out short;
+- small rounds on small clusters pack runs of simple PACK groups jointly, host by host
+  (jointpack.py), which mixes complementary shapes and uses fewer hosts.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from peloton.model.constraint import JOB_LABEL
+from peloton.placement.domain.evaluator import task_labels
 from peloton.placement.domain.framework import (
+    AssignPlugin,
     Attempt,
     CycleState,
+    FilterPlugin,
     PlacementConfig,
     Registry,
     Status,
@@ -35,8 +44,15 @@ from peloton.placement.domain.framework import (
 )
 from peloton.placement.domain.grouping import build_units
 from peloton.placement.domain.hostindex import FloatArray, HostTable, IntArray
+from peloton.placement.domain.jointpack import is_simple, pack_jointly
 from peloton.placement.domain.registry import DEFAULT_REGISTRY
-from peloton.placement.domain.types import Code, HostView, RoundResult, TaskRequest
+from peloton.placement.domain.types import (
+    Code,
+    HostView,
+    RoundResult,
+    Strategy,
+    TaskRequest,
+)
 
 __all__ = ["place", "DEFAULT_CONFIG"]
 
@@ -59,13 +75,88 @@ def place(
     state = CycleState(table, config)
     max_capacity = table.capacity.max(axis=1) if len(table) else np.zeros(4)
     units, invalid = build_units(tasks, max_capacity)
+    table.prefetch_task_labels(_task_labels_read(units))
     result = RoundResult()
     for task_id, status in invalid.items():
         _refuse_task(result, task_id, status)
     everyone = np.arange(len(table), dtype=np.int64)
-    for unit in units:
-        _place_unit(state, registry, unit, everyone, result)
+    # small rounds on small clusters: pack simple groups jointly (jointpack.py)
+    joint = config.joint_pack_max_tasks if (
+        len(tasks) <= config.joint_pack_max_tasks and len(table) < config.partial_scan_from
+    ) else 0
+    i = 0
+    while i < len(units):
+        run = _joint_run(units, i, joint)
+        if len(run) > 1 and _place_jointly(state, registry, run, everyone, result):
+            i += len(run)
+            continue
+        _place_unit(state, registry, units[i], everyone, result)
+        i += 1
     return result
+
+
+def _joint_run(units: list[Unit], start: int, max_tasks: int) -> list[Unit]:
+    """The simple units from ``start`` on, at one priority, within the task budget."""
+    run: list[Unit] = []
+    tasks = 0
+    for unit in units[start:]:
+        if not is_simple(unit) or unit.groups[0].priority != units[start].groups[0].priority:
+            break
+        tasks += unit.task_count
+        if tasks > max_tasks:
+            return []  # too big to pack jointly: group by group
+        run.append(unit)
+    return run
+
+
+def _place_jointly(
+    state: CycleState, registry: Registry, run: list[Unit], everyone: IntArray,
+    result: RoundResult,
+) -> bool:
+    """Pack a run of simple groups jointly; False (nothing changed) when some task would
+    not fit, so the group-by-group path places what it can and explains the rest."""
+    groups = [u.groups[0] for u in run]
+    found = []
+    for g in groups:
+        filters = [p for p in registry.filter if p.applies(state, g)]
+        hosts, limits, _ = _filter(state, g, filters, everyone)
+        if hosts.size == 0:
+            return False
+        found.append((hosts, limits))
+    cand = np.unique(np.concatenate([h for h, _ in found]))
+    allowed = np.zeros((len(groups), cand.size), dtype=np.int64)
+    for row, (hosts, limits) in enumerate(found):
+        allowed[row, np.searchsorted(cand, hosts)] = limits
+    table = state.table
+    free = state.free[:, cand]
+    inv = table.inv_capacity[:, cand]
+    freeness = free[0] * inv[0] + free[1] * inv[1]
+    order = np.lexsort((cand, freeness, table.has_gpu[cand]))
+    counts = pack_jointly(free, inv, np.stack([g.request for g in groups]), allowed,
+                          np.array([g.size for g in groups], dtype=np.int64), order)
+    if counts is None:
+        return False
+    for row, g in enumerate(groups):
+        chosen = np.flatnonzero(counts[row])
+        attempt = _reserve(state, registry, Attempt(g, cand[chosen], counts[row, chosen]))
+        result.placements.extend(registry.bind.bind(state, attempt))
+        for task_id in g.task_ids[attempt.placed:]:
+            _refuse_task(result, task_id, attempt.shortfall)
+    return True
+
+
+def _task_labels_read(units: list[Unit]) -> set[str]:
+    """Task labels whose per-host counts the round will (likely) read."""
+    out: set[str] = set()
+    for unit in units:
+        for g in unit.groups:
+            if g.strategy is Strategy.SPREAD or g.spread_key is not None:
+                out.add(f"{JOB_LABEL}={g.job_id}")
+            if g.hard_dynamic is not None:
+                out |= task_labels(g.hard_dynamic, g.job_id)
+            for p in g.preferences:
+                out |= task_labels(p.constraint, g.job_id)
+    return out
 
 
 def _place_unit(
@@ -91,37 +182,95 @@ def _place_unit(
             _refuse_task(result, task_id, attempt.shortfall)
 
 
+_Stage = tuple[FilterPlugin, int]
+"""A filter that ran and how many hosts were left after it."""
+
+
 def _attempt(
     state: CycleState, registry: Registry, group: TaskGroup, everyone: IntArray
 ) -> Attempt:
     """Filter, tier, score and assign one group; nothing is reserved yet."""
     if everyone.size == 0:
         return Attempt(group, _NONE, _NONE, Status(Code.UNRESOLVABLE, "no hosts in this round"))
-    hosts = everyone
-    limits = np.full(hosts.size, group.size, dtype=np.int64)
-    stages: list[tuple[str, str, bool, int]] = []
-    for plugin in registry.filter:
-        requirement = plugin.requirement(state, group)
-        if requirement is None:
-            continue
-        allowed = plugin.filter(state, group, hosts)
-        keep = allowed > 0
-        if not keep.all():
-            hosts, allowed, limits = hosts[keep], allowed[keep], limits[keep]
-        limits = np.minimum(limits, allowed)
-        stages.append((plugin.name, requirement, plugin.static, int(hosts.size)))
+    filters = [plugin for plugin in registry.filter if plugin.applies(state, group)]
+    assigner = registry.assign[group.strategy]
+    counts = None
+    if everyone.size >= state.config.partial_scan_from and not assigner.needs_all_hosts(group):
+        found = _partial_scan(state, group, filters, assigner)
+        if found is not None:
+            hosts, limits, stages, complete = found
+            counts = _assign(state, registry, group, hosts, limits)
+            if not complete and int(counts.sum()) < group.size:
+                counts = None  # the sample was not enough after all: look at every host
+    if counts is None:  # full scan: also the diagnosis when a partial scan found nothing
+        hosts, limits, stages = _filter(state, group, filters, everyone)
         if hosts.size == 0:
-            return Attempt(group, _NONE, _NONE, _no_host(len(everyone), stages))
-    counts = _assign(state, registry, group, hosts, limits)
+            return Attempt(group, _NONE, _NONE, _no_host(state, group, everyone.size, stages))
+        counts = _assign(state, registry, group, hosts, limits)
     chosen = np.flatnonzero(counts)
     attempt = Attempt(group, hosts[chosen], counts[chosen])
     if attempt.placed < group.size:
         attempt.shortfall = Status(
             Code.UNSCHEDULABLE,
             f"only {attempt.placed} of {group.size} tasks of this shape fit: the "
-            f"{hosts.size} host(s) with {_headline(stages)} have no more room",
+            f"{hosts.size} host(s) with {_headline(state, group, stages)} have no more room",
         )
     return attempt
+
+
+def _filter(
+    state: CycleState, group: TaskGroup, filters: list[FilterPlugin], hosts: IntArray
+) -> tuple[IntArray, IntArray, list[_Stage]]:
+    """Run the filters over ``hosts``: survivors, their task limits (at most the group's
+    size), per-stage counts."""
+    limits: IntArray | None = None
+    stages: list[_Stage] = []
+    for plugin in filters:
+        allowed = plugin.filter(state, group, hosts)
+        if allowed is not None:
+            keep = allowed > 0
+            if not keep.all():
+                hosts, allowed = hosts[keep], allowed[keep]
+                if limits is not None:
+                    limits = limits[keep]
+            limits = np.minimum(allowed, group.size if limits is None else limits)
+        stages.append((plugin, int(hosts.size)))
+        if hosts.size == 0:
+            break
+    if limits is None:
+        limits = np.full(hosts.size, group.size, dtype=np.int64)
+    return hosts, limits, stages
+
+
+def _partial_scan(
+    state: CycleState, group: TaskGroup, filters: list[FilterPlugin], assigner: AssignPlugin
+) -> tuple[IntArray, IntArray, list[_Stage], bool] | None:
+    """Visit blocks (scan.py) until the assigner has enough feasible hosts; None if none
+    was found. The flag says whether every eligible block was visited."""
+    found: list[tuple[IntArray, IntArray]] = []
+    stages: list[_Stage] = []
+    hosts, limits = _NONE, _NONE
+    complete = True
+    steps = state.blocks().steps(state.pool(group), group.revocable, group,
+                                 assigner.emptiest_first)
+    for visit in steps:
+        got_hosts, got_limits, stages = _filter(state, group, filters, visit)
+        if got_hosts.size:
+            found.append((got_hosts, got_limits))
+            if len(found) == 1:
+                hosts, limits = got_hosts, got_limits
+            else:
+                hosts = np.concatenate((hosts, got_hosts))
+                limits = np.concatenate((limits, got_limits))
+            if assigner.enough(state, group, hosts, limits):
+                complete = False
+                break
+    if not found:
+        return None
+    if len(found) > 1:
+        order = np.argsort(hosts, kind="stable")
+        hosts, limits = hosts[order], limits[order]
+    return hosts, limits, [(plugin, int(hosts.size)) for plugin, _ in stages], complete
 
 
 def _assign(
@@ -176,6 +325,7 @@ def _reserve(state: CycleState, registry: Registry, attempt: Attempt) -> Attempt
         if not status.ok:
             _unreserve(state, registry, attempt, done)
             return Attempt(attempt.group, _NONE, _NONE, status)
+    state.resources_changed(attempt.group, attempt.hosts)
     return attempt
 
 
@@ -185,20 +335,23 @@ def _unreserve(state: CycleState, registry: Registry, attempt: Attempt, done: in
         return
     for plugin in reversed(registry.reserve[:done]):
         plugin.unreserve(state, attempt.group, attempt.hosts, attempt.counts)
+    state.resources_changed(attempt.group, attempt.hosts)
 
 
-def _no_host(total: int, stages: list[tuple[str, str, bool, int]]) -> Status:
-    detail = "; ".join(f"{req}: {left}" for _, req, _, left in stages)
-    code = Code.UNRESOLVABLE if stages[-1][2] else Code.UNSCHEDULABLE
-    return Status(code, f"no host with {_headline(stages)} ({total} hosts; {detail})")
+def _no_host(state: CycleState, group: TaskGroup, total: int, stages: list[_Stage]) -> Status:
+    detail = "; ".join(f"{plugin.describe(state, group)}: {left}" for plugin, left in stages)
+    code = Code.UNRESOLVABLE if stages[-1][0].static else Code.UNSCHEDULABLE
+    return Status(
+        code, f"no host with {_headline(state, group, stages)} ({total} hosts; {detail})"
+    )
 
 
-def _headline(stages: list[tuple[str, str, bool, int]]) -> str:
+def _headline(state: CycleState, group: TaskGroup, stages: list[_Stage]) -> str:
     """The requirements in words; capacity is implied by free resources unless it is
     the requirement that failed."""
     last = len(stages) - 1
-    words = [req for i, (name, req, _, _) in enumerate(stages)
-             if name != "capacity" or i == last]
+    words = [plugin.describe(state, group) for i, (plugin, _) in enumerate(stages)
+             if plugin.name != "capacity" or i == last]
     return " and ".join(words) if words else "room for the task"
 
 

@@ -30,17 +30,25 @@ from peloton.model.constraint import (
     LabelOp,
     MaxPerHostConstraint,
     OrConstraint,
+    PreferConstraint,
+    SpreadConstraint,
 )
 from peloton.placement.domain.framework import BIG, CycleState, TaskGroup
 from peloton.placement.domain.hostindex import BoolArray, IntArray
 
-__all__ = ["limits", "holds_now", "is_static", "task_labels"]
+__all__ = ["limits", "holds_now", "is_static", "task_labels", "hard_parts"]
+
+
+def hard_parts(c: AndConstraint | OrConstraint) -> list[HardConstraint]:
+    """The hard children of an AND/OR (soft ones never constrain; split_constraint has
+    already moved them out of the hard part a group carries)."""
+    return [x for x in c.constraints if not isinstance(x, SpreadConstraint | PreferConstraint)]
 
 
 def limits(state: CycleState, c: HardConstraint, group: TaskGroup, hosts: IntArray) -> IntArray:
     """Per host in ``hosts``: tasks of ``group`` the constraint allows there (0..BIG)."""
     if isinstance(c, AndConstraint | OrConstraint):
-        parts = [limits(state, child, group, hosts) for child in c.constraints]  # type: ignore[arg-type]
+        parts = [limits(state, child, group, hosts) for child in hard_parts(c)]
         combine = np.minimum if isinstance(c, AndConstraint) else np.maximum
         out = parts[0]
         for part in parts[1:]:
@@ -75,7 +83,7 @@ def holds_now(state: CycleState, c: HardConstraint, group: TaskGroup, hosts: Int
 def is_static(c: HardConstraint) -> bool:
     """True when ``c`` reads host labels only (its answer never changes in a round)."""
     if isinstance(c, AndConstraint | OrConstraint):
-        return all(is_static(child) for child in c.constraints)  # type: ignore[arg-type]
+        return all(is_static(child) for child in hard_parts(c))
     if isinstance(c, HostLabelConstraint):
         return True
     if isinstance(c, MaxPerHostConstraint):
@@ -87,8 +95,8 @@ def task_labels(c: HardConstraint, job_id: str) -> set[str]:
     """The ``key=value`` task labels whose counts ``c`` reads."""
     if isinstance(c, AndConstraint | OrConstraint):
         out: set[str] = set()
-        for child in c.constraints:
-            out |= task_labels(child, job_id)  # type: ignore[arg-type]
+        for child in hard_parts(c):
+            out |= task_labels(child, job_id)
         return out
     if isinstance(c, MaxPerHostConstraint):
         return {f"{JOB_LABEL}={job_id}"}
@@ -104,9 +112,13 @@ def _host_label_mask(state: CycleState, c: HostLabelConstraint, hosts: IntArray)
         return sub >= 0
     if c.op is LabelOp.NOT_EXISTS:
         return sub < 0
-    wanted = np.array([vocab[v] for v in c.values if v in vocab], dtype=np.int64)
-    inside: BoolArray = np.isin(sub, wanted)
-    return ~inside if c.op is LabelOp.NOT_IN else inside
+    # a lookup table over codes (slot 0: hosts without the label) beats np.isin
+    member = np.zeros(len(vocab) + 1, dtype=bool)
+    member[[vocab[v] + 1 for v in c.values if v in vocab]] = True
+    if c.op is LabelOp.NOT_IN:
+        member = ~member
+    out: BoolArray = member[sub + 1]
+    return out
 
 
 def _compare(cond: Condition, count: IntArray, requirement: int) -> BoolArray:

@@ -4,7 +4,7 @@ One round (``engine.place``) walks *units*: a gang, or one group of identical ta
 For each group of a unit:
 
 1. **PreFilter** (per unit): may refuse the whole unit up front (e.g. gang incomplete).
-2. **Filter**: each plugin relevant to the group (``requirement`` not None) returns, for
+2. **Filter**: each plugin relevant to the group (``applies``) returns, for
    each candidate host, how many tasks of the group the host can take (0 = rejected).
    Candidates narrow plugin by plugin; the surviving counts are the minimum. A plugin
    marked ``static`` depends only on the cluster's shape, so a group it empties is
@@ -33,6 +33,7 @@ from peloton.model.constraint import HardConstraint, PreferConstraint
 from peloton.model.resources import Resources
 from peloton.placement.domain.hostindex import FloatArray, HostTable, IntArray
 from peloton.placement.domain.ports import PortPool
+from peloton.placement.domain.scan import BlockIndex
 from peloton.placement.domain.types import Code, Placement, Strategy
 
 __all__ = [
@@ -75,9 +76,11 @@ OK = Status()
 @dataclass(slots=True)
 class TaskGroup:
     """Tasks with identical needs, placed together. ``request`` is the resource vector
-    as an array and ``kinds`` the indices of its non-zero kinds; ``hard_static`` is the part of the hard constraint that reads host labels
-    only, ``hard_dynamic`` the part that reads task-label counts; ``labels`` are the
-    ``key=value`` task labels every task of the group carries (with ``peloton.job_id``)."""
+    as an array and ``kinds`` the indices of its non-zero kinds (also as an array,
+    ``kind_index``, with ``kind_request`` their amounts as a column); ``hard_static`` is the
+    part of the hard constraint that reads host labels only, ``hard_dynamic`` the part
+    that reads task-label counts; ``labels`` are the ``key=value`` task labels every task
+    of the group carries (with ``peloton.job_id``)."""
 
     ordinal: int
     job_id: str
@@ -85,6 +88,8 @@ class TaskGroup:
     resources: Resources
     request: FloatArray
     kinds: tuple[int, ...]
+    kind_index: IntArray
+    kind_request: FloatArray
     ports: tuple[str, ...]
     strategy: Strategy
     revocable: bool
@@ -124,10 +129,12 @@ class Attempt:
     hosts: IntArray
     counts: IntArray
     shortfall: Status = OK
+    placed: int = -1
+    """Tasks reserved (the sum of counts; computed when not given)."""
 
-    @property
-    def placed(self) -> int:
-        return int(self.counts.sum())
+    def __post_init__(self) -> None:
+        if self.placed < 0:
+            self.placed = int(self.counts.sum())
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,33 +143,66 @@ class PlacementConfig:
     as hosts); ``gpu_hosts_exclusive`` forbids GPU hosts to tasks needing no GPU (Peloton's
     rule) instead of merely using them last; ``registry`` None means the default one."""
 
+
     failure_domain_key: str | None = "zone"
     gpu_hosts_exclusive: bool = False
     registry: Registry | None = None
+    partial_scan_from: int = 2048
+    """Clusters with at least this many hosts use partial scans (scan.py) where allowed."""
+    scan_block: int = 256
+    joint_pack_max_tasks: int = 400
+    """Rounds of at most this many tasks on clusters below ``partial_scan_from`` hosts
+    pack runs of simple PACK groups jointly (jointpack.py); 0 turns that off."""
 
 
 class CycleState:
     """Per-round scratch state: what is still free, task-label counts, ports handed out.
 
-    Arrays are indexed by host position in ``table`` (resources: [kind, host]). Only plugins' Reserve/Unreserve
-    mutate it; everything else reads.
+    Arrays are indexed by host position in ``table`` (resources: [kind, host]). Only
+    plugins' Reserve/Unreserve mutate it; everything else reads.
     """
 
-    __slots__ = ("table", "config", "free", "slack", "port_counts", "port_pools",
-                 "port_grants", "_task_counts", "_reserved")
+    __slots__ = ("table", "config", "free", "_slack", "_port_counts", "port_pools",
+                 "port_grants", "_task_counts", "_reserved", "_blocks")
 
     def __init__(self, table: HostTable, config: PlacementConfig) -> None:
         self.table = table
         self.config = config
         self.free: FloatArray = table.free.copy()
-        self.slack: FloatArray = table.slack.copy()
-        self.port_counts: IntArray = table.port_counts.copy()
+        self._slack: FloatArray | None = None
+        self._port_counts: IntArray | None = None
         self.port_pools: dict[int, PortPool] = {}
         self.port_grants: dict[int, dict[int, list[list[int]]]] = {}
         """group ordinal -> host position -> one list of port numbers per task."""
         self._task_counts: dict[str, IntArray] = {}
         self._reserved: dict[str, dict[int, tuple[IntArray, IntArray]]] = {}
         """label -> group ordinal -> (hosts, counts) reserved this round."""
+        self._blocks: BlockIndex | None = None
+
+    @property
+    def slack(self) -> FloatArray:
+        """Live free slack resources, [kind, host] (copied from the table on first use)."""
+        if self._slack is None:
+            self._slack = self.table.slack.copy()
+        return self._slack
+
+    @property
+    def port_counts(self) -> IntArray:
+        """Live number of free ports per host."""
+        if self._port_counts is None:
+            self._port_counts = self.table.port_counts.copy()
+        return self._port_counts
+
+    def blocks(self) -> BlockIndex:
+        """The round's block index for partial scans, built on first use."""
+        if self._blocks is None:
+            self._blocks = BlockIndex(self.table, self.free, self.config.scan_block)
+        return self._blocks
+
+    def resources_changed(self, group: TaskGroup, hosts: IntArray) -> None:
+        """Keep derived indexes current after the group's pool changed on ``hosts``."""
+        if self._blocks is not None:
+            self._blocks.touch(group.revocable, hosts)
 
     def pool(self, group: TaskGroup) -> FloatArray:
         """The resources the group may use: slack for revocable tasks, else non-slack."""
@@ -215,13 +255,19 @@ class FilterPlugin(Protocol):
     name: str
     static: bool
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        """What the plugin demands of a host, in words ("free gpu>=2"); None when the
-        plugin has nothing to check for this group (then ``filter`` is not called)."""
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        """Whether the plugin has anything to check for this group (else no ``filter``)."""
         ...
 
-    def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
-        """Per host in ``hosts``: how many tasks of ``group`` it can take (0 = none)."""
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        """What the plugin demands of a host, in words ("free gpu>=2"), for reasons."""
+        ...
+
+    def filter(
+        self, state: CycleState, group: TaskGroup, hosts: IntArray
+    ) -> IntArray | None:
+        """Per host in ``hosts``: how many tasks of ``group`` it can take (<= 0: none);
+        None when every host passes without a limit (a cheap common case)."""
         ...
 
 
@@ -243,6 +289,19 @@ class ScorePlugin(Protocol):
 
 class AssignPlugin(Protocol):
     name: str
+    emptiest_first: bool
+    """Partial scans visit the emptiest hosts first (else the fullest first)."""
+
+    def needs_all_hosts(self, group: TaskGroup) -> bool:
+        """False when the strategy does well with a sample of feasible hosts (partial
+        scan, see scan.py); True when it must rank every host (preferences)."""
+        ...
+
+    def enough(
+        self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray
+    ) -> bool:
+        """Whether the feasible ``hosts`` found so far suffice for a good assignment."""
+        ...
 
     def assign(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray,

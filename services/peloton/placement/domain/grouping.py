@@ -27,7 +27,7 @@ from peloton.model.constraint import (
     SpreadConstraint,
     split_constraint,
 )
-from peloton.placement.domain.evaluator import is_static
+from peloton.placement.domain.evaluator import hard_parts, is_static
 from peloton.placement.domain.framework import Status, TaskGroup, Unit
 from peloton.placement.domain.hostindex import FloatArray
 from peloton.placement.domain.types import Code, PlacementInputError, Strategy, TaskRequest
@@ -47,11 +47,24 @@ def build_units(
     """
     buckets: dict[_Key, list[str]] = {}
     firsts: dict[_Key, TaskRequest] = {}
+    # Constraints and label maps compare slowly (Python-level __eq__/__hash__) and are
+    # usually shared by a job's tasks: number each distinct value once, by object id
+    # first (the objects outlive this call, so ids are stable here).
+    by_id: dict[int, int] = {}
+    by_value: dict[Hashable, int] = {}
     for t in tasks:
+        c_id = by_id.get(id(t.constraint))
+        if c_id is None:
+            c_id = by_id[id(t.constraint)] = by_value.setdefault(
+                ("c", t.constraint), len(by_value))
+        l_id = -1 if not t.labels else by_id.get(id(t.labels))
+        if l_id is None:
+            l_id = by_id[id(t.labels)] = by_value.setdefault(
+                ("l", tuple(sorted(t.labels.items()))), len(by_value))
+        r = t.resources
         key: _Key = (
-            t.job_id, t.gang_id, t.gang_size, t.resources, t.ports, t.constraint,
-            t.strategy, t.revocable, t.priority,
-            tuple(sorted(t.labels.items())) if t.labels else (),
+            t.job_id, t.gang_id, t.gang_size, r.cpu, r.memory, r.disk, r.gpu, t.ports,
+            c_id, t.strategy, t.revocable, t.priority, l_id,
         )
         ids = buckets.get(key)
         if ids is None:
@@ -94,12 +107,15 @@ def _make_group(t: TaskRequest, ids: tuple[str, ...]) -> TaskGroup | str:
         return f"invalid constraint: {err}"
     static, dynamic = _split_static(hard)
     spread = [s.key for s in soft if isinstance(s, SpreadConstraint)]
+    kinds = tuple(k for k, v in enumerate(values) if v > 0)
     labels = {f"{k}={v}" for k, v in t.labels.items() if k != JOB_LABEL}
     labels.add(f"{JOB_LABEL}={t.job_id}")
     return TaskGroup(
         ordinal=0, job_id=t.job_id, task_ids=ids, resources=t.resources,
         request=np.array(values, dtype=np.float64),
-        kinds=tuple(k for k, v in enumerate(values) if v > 0), ports=t.ports, strategy=strategy,
+        kinds=kinds, kind_index=np.array(kinds, dtype=np.int64),
+        kind_request=np.array([[values[k]] for k in kinds], dtype=np.float64).reshape(-1, 1),
+        ports=t.ports, strategy=strategy,
         revocable=t.revocable, priority=t.priority,
         gang_id=t.gang_id, gang_size=t.gang_size if t.gang_id is not None else 1,
         hard_static=static, hard_dynamic=dynamic,
@@ -113,9 +129,7 @@ def _split_static(
 ) -> tuple[HardConstraint | None, HardConstraint | None]:
     if hard is None:
         return None, None
-    parts: tuple[HardConstraint, ...] = (
-        hard.constraints if isinstance(hard, AndConstraint) else (hard,)  # type: ignore[assignment]
-    )
+    parts = hard_parts(hard) if isinstance(hard, AndConstraint) else [hard]
     static = [p for p in parts if is_static(p)]
     dynamic = [p for p in parts if not is_static(p)]
     return _join(static), _join(dynamic)

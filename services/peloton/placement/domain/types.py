@@ -89,9 +89,12 @@ class TaskRequest:
     priority: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Placement:
-    """Task ``task_id`` goes to ``host`` with concrete port numbers by port name."""
+    """Task ``task_id`` goes to ``host`` with concrete port numbers by port name.
+
+    (Not frozen only because frozen dataclasses are several times slower to build, and a
+    round builds one per placed task.)"""
 
     task_id: str
     host: str

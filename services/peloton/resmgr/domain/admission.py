@@ -160,7 +160,7 @@ def admit(
                 reasons[gang.gang_id] = f"unknown pool {path}"
             continue
         alloc = view.allocation
-        barrier: dict[str, str] = {}  # budget -> gang id holding it
+        barrier: dict[str, tuple[str, int]] = {}  # budget -> (gang id, age) reserving it
         for gang in sorted(queues[path], key=gang_order):
             missing = _missing_members(gang)
             if missing:
@@ -170,8 +170,10 @@ def admit(
             if held:
                 if gang.gang_id in previous:  # waiting behind a reservation keeps its age
                     blocked[gang.gang_id] = previous[gang.gang_id]
+                holder, holder_age = barrier[held[0]]
                 reasons[gang.gang_id] = (
-                    f"held back for older gang {barrier[held[0]]} ({held[0]} budget)"
+                    f"held back: gang {holder} has waited {holder_age} cycles "
+                    f"and reserves the {held[0]} budget"
                 )
                 continue
             failures = _check(gang, view, alloc)
@@ -184,7 +186,7 @@ def admit(
             blocked[gang.gang_id] = age
             if age >= max_skips and _could_ever_fit(gang, view):
                 for budget, _ in failures:
-                    barrier.setdefault(budget, gang.gang_id)
+                    barrier.setdefault(budget, (gang.gang_id, age))
         allocations[path] = alloc
     return AdmissionResult(admitted, reasons, AdmissionState(blocked), allocations)
 

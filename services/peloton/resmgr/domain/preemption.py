@@ -143,7 +143,11 @@ def plan_in_pool_preemption(
     *,
     exclude: frozenset[str] = frozenset(),
 ) -> list[Victim]:
-    """Stage 2 (see module doc). Tasks in `exclude` are never chosen (already victims)."""
+    """Stage 2 (see module doc).
+
+    Tasks in `exclude` are already being preempted (e.g. by stage 1): they are never
+    chosen again and what they hold counts as freed.
+    """
     by_pool = _tasks_by_pool(tasks)
     victims: list[Victim] = []
     for path in sorted(queues):
@@ -151,9 +155,14 @@ def plan_in_pool_preemption(
         if view is None:
             continue
         taken = set(exclude)
+        going = [t for t in by_pool.get(path, ()) if t.task_id in exclude]
         room = {
-            False: view.nonslack_entitlement - view.allocation.nonslack,
-            True: view.slack_entitlement - view.allocation.slack,
+            False: view.nonslack_entitlement
+            - view.allocation.nonslack
+            + _sum(t.resources for t in going if not t.revocable),
+            True: view.slack_entitlement
+            - view.allocation.slack
+            + _sum(t.resources for t in going if t.revocable),
         }
         for gang in sorted(queues[path], key=gang_order):
             if len(gang.task_ids) < gang.min_members or not _other_checks_pass(gang, view):

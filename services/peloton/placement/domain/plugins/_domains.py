@@ -11,10 +11,10 @@ import numpy as np
 
 from peloton.model.constraint import JOB_LABEL
 from peloton.placement.domain.framework import CycleState, TaskGroup
-from peloton.placement.domain.hostindex import FloatArray, IntArray
+from peloton.placement.domain.hostindex import IntArray
 from peloton.placement.domain.waterfill import water_fill
 
-__all__ = ["job_counts", "domain_quotas", "rank_by_score"]
+__all__ = ["job_counts", "domain_quotas"]
 
 
 def job_counts(state: CycleState, group: TaskGroup) -> IntArray:
@@ -22,23 +22,14 @@ def job_counts(state: CycleState, group: TaskGroup) -> IntArray:
     return state.task_counts(f"{JOB_LABEL}={group.job_id}")
 
 
-def rank_by_score(scores: FloatArray) -> IntArray:
-    """rank[i] = place of candidate i by score descending, ties by host order (candidate
-    arrays are ascending host positions, and the sort is stable)."""
-    order = np.argsort(-scores, kind="stable")
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size)
-    return rank
-
-
 def domain_quotas(
     state: CycleState, group: TaskGroup, key: str, hosts: IntArray, limits: IntArray, n: int
 ) -> list[tuple[IntArray, int]]:
     """[(positions in ``hosts`` of one domain, tasks for that domain)], quotas > 0 only."""
-    codes_all, _ = state.table.label_codes(key)
+    codes_all, vocab = state.table.label_codes(key)
     slot_all = codes_all + 1  # 0: hosts without the label
     slot = slot_all[hosts]
-    width = int(slot_all.max()) + 1 if slot_all.size else 1
+    width = len(vocab) + 1
     room_all = np.bincount(slot, weights=limits, minlength=width)
     present = np.flatnonzero(room_all > 0)
     if present.size <= 1:
@@ -48,12 +39,10 @@ def domain_quotas(
     existing_all = np.bincount(slot_all[busy], weights=jobs[busy], minlength=width)
     room = room_all[present].astype(np.int64)
     existing = existing_all[present].astype(np.int64)
-    rank = np.empty(present.size, dtype=np.int64)
-    rank[np.argsort(-room, kind="stable")] = np.arange(present.size)
-    quotas = water_fill(existing, room, rank, n)
-    by_slot = np.argsort(slot, kind="stable")
+    quotas = water_fill(existing, room, room.astype(np.float64), n)
+    wanted = [(s, q) for s, q in zip(present.tolist(), quotas.tolist(), strict=True) if q > 0]
+    if len(wanted) <= 8:  # few domains (zones): one scan each is cheapest
+        return [(np.flatnonzero(slot == s), int(q)) for s, q in wanted]
+    by_slot = np.argsort(slot, kind="stable")  # many (racks): one sort, then slices
     bounds = np.concatenate(([0], np.cumsum(np.bincount(slot, minlength=width))))
-    return [
-        (by_slot[bounds[s]:bounds[s + 1]], int(q))
-        for s, q in zip(present.tolist(), quotas.tolist(), strict=True) if q > 0
-    ]
+    return [(by_slot[bounds[s]:bounds[s + 1]], int(q)) for s, q in wanted]

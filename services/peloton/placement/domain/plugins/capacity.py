@@ -10,22 +10,20 @@ import numpy as np
 
 from peloton.model.resources import EPSILON
 from peloton.placement.domain.framework import BIG, CycleState, TaskGroup
-from peloton.placement.domain.hostindex import FloatArray, IntArray, take
+from peloton.placement.domain.hostindex import FloatArray, IntArray, take_rows
 from peloton.placement.domain.plugins._text import resource_text
 
 __all__ = ["Capacity", "per_host"]
 
 
-def per_host(available: FloatArray, hosts: IntArray, group: TaskGroup) -> IntArray:
+def per_host(available: FloatArray, hosts: IntArray, group: TaskGroup) -> IntArray | None:
     """How many of the group's tasks fit in ``available`` ([kind, host]) on each of
-    ``hosts``, within EPSILON; BIG when the group asks for nothing."""
-    fits: FloatArray | None = None
-    for k in group.kinds:
-        room = np.floor((take(available[k], hosts) + EPSILON) / group.request[k])
-        fits = room if fits is None else np.minimum(fits, room)
-    if fits is None:
-        return np.full(hosts.size, BIG, dtype=np.int64)
-    out: IntArray = np.clip(fits, 0, BIG).astype(np.int64)
+    ``hosts``, within EPSILON (<= 0: none); None when the group asks for nothing."""
+    if not group.kinds:
+        return None
+    rows = take_rows(available, hosts, group.kind_index)
+    fits = np.floor((rows + EPSILON) / group.kind_request).min(axis=0)
+    out: IntArray = fits.astype(np.int64)
     return out
 
 
@@ -33,13 +31,15 @@ class Capacity:
     name = "capacity"
     static = True
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        return f"capacity {resource_text(group.request)}" if group.kinds else None
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return bool(group.kinds)
 
-    def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
-        ok: np.ndarray | None = None
-        for k in group.kinds:
-            fits = take(state.table.capacity[k], hosts) + EPSILON >= group.request[k]
-            ok = fits if ok is None else ok & fits
-        assert ok is not None
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        return f"capacity {resource_text(group.request)}"
+
+    def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray | None:
+        if all(group.request[k] <= state.table.min_capacity[k] + EPSILON for k in group.kinds):
+            return None  # even the smallest host is big enough
+        rows = take_rows(state.table.capacity, hosts, group.kind_index)
+        ok = (rows + EPSILON >= group.kind_request).all(axis=0)
         return np.where(ok, BIG, 0)

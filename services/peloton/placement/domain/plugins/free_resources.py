@@ -19,26 +19,23 @@ class FreeResources:
     name = "free_resources"
     static = False
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        if not (group.request > 0).any():
-            return None
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return bool(group.kinds)
+
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
         pool = "free slack" if group.revocable else "free"
         return f"{pool} {resource_text(group.request)}"
 
-    def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
+    def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray | None:
         return per_host(state.pool(group), hosts, group)
 
     def reserve(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, counts: IntArray
     ) -> Status:
-        pool = state.pool(group)
-        for k in group.kinds:
-            pool[k, hosts] -= counts * group.request[k]
+        state.pool(group)[group.kind_index[:, None], hosts] -= group.kind_request * counts
         return OK
 
     def unreserve(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, counts: IntArray
     ) -> None:
-        pool = state.pool(group)
-        for k in group.kinds:
-            pool[k, hosts] += counts * group.request[k]
+        state.pool(group)[group.kind_index[:, None], hosts] += group.kind_request * counts

@@ -19,10 +19,11 @@ class GpuScarcity:
     name = "gpu_scarcity"
     static = True
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        if state.config.gpu_hosts_exclusive and group.request[3] <= 0:
-            return "no GPU (GPU hosts are kept for GPU tasks)"
-        return None
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return state.config.gpu_hosts_exclusive and group.request[3] <= 0
+
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        return "no GPU (GPU hosts are kept for GPU tasks)"
 
     def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
         return np.where(state.table.has_gpu[hosts], 0, BIG)
@@ -30,5 +31,8 @@ class GpuScarcity:
     def tier(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray | None:
         if group.request[3] > 0 or state.config.gpu_hosts_exclusive:
             return None
-        out: IntArray = state.table.has_gpu[hosts].astype(np.int64)
+        gpu = state.table.has_gpu[hosts]
+        if not gpu.any():
+            return None
+        out: IntArray = gpu.astype(np.int64)
         return out

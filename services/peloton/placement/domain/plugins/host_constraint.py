@@ -13,8 +13,11 @@ class HostConstraint:
     name = "host_constraint"
     static = True
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        return None if group.hard_static is None else str(group.hard_static)
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return group.hard_static is not None
+
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        return str(group.hard_static)
 
     def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
         assert group.hard_static is not None

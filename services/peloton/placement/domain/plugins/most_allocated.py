@@ -5,10 +5,8 @@ Score = 1 - mean over the kinds the group asks for of (free / capacity): best fi
 
 from __future__ import annotations
 
-import numpy as np
-
 from peloton.placement.domain.framework import CycleState, TaskGroup
-from peloton.placement.domain.hostindex import FloatArray, IntArray, take
+from peloton.placement.domain.hostindex import FloatArray, IntArray, take_rows
 from peloton.placement.domain.types import Strategy
 
 __all__ = ["MostAllocated", "free_fraction"]
@@ -18,11 +16,9 @@ def free_fraction(state: CycleState, group: TaskGroup, hosts: IntArray) -> Float
     """Mean over the group's kinds of free / capacity per host (None: asks for nothing)."""
     if not group.kinds:
         return None
-    pool = state.pool(group)
-    total: FloatArray = np.zeros(hosts.size, dtype=np.float64)
-    for k in group.kinds:
-        total += take(pool[k], hosts) * take(state.table.inv_capacity[k], hosts)
-    out: FloatArray = total * (1.0 / len(group.kinds))
+    free = take_rows(state.pool(group), hosts, group.kind_index)
+    inv = take_rows(state.table.inv_capacity, hosts, group.kind_index)
+    out: FloatArray = (free * inv).sum(axis=0) * (1.0 / len(group.kinds))
     return out
 
 

@@ -11,21 +11,22 @@ import numpy as np
 from peloton.placement.domain.framework import CycleState, TaskGroup
 from peloton.placement.domain.hostindex import FloatArray, IntArray
 from peloton.placement.domain.plugins._domains import domain_quotas
-from peloton.placement.domain.waterfill import fill_in_order
+from peloton.placement.domain.waterfill import best_first, fill_in_order
 
 __all__ = ["Pack", "pack"]
 
 
 def pack(hosts: IntArray, limits: IntArray, scores: FloatArray, n: int) -> IntArray:
-    """Counts per host: best score first (ties: lower host index), first fit."""
+    """Counts per host: best score first (ties: lower host position), first fit."""
+    best = int(np.argmax(scores))  # the first of the best
+    if limits[best] >= n:  # the best host takes them all: the common small group
+        counts = np.zeros(hosts.size, dtype=np.int64)
+        counts[best] = n
+        return counts
     if int(limits.sum()) <= n:
-        return limits.copy()  # room for fewer than n: every host is filled
-    if n < hosts.size:
-        # every candidate takes at least one task, so the n best hosts are enough
-        part = np.sort(np.argpartition(-scores, n - 1)[:n])
-    else:
-        part = np.arange(hosts.size)
-    order = part[np.argsort(-scores[part], kind="stable")]
+        return limits.copy()  # room for at most n: every host is filled
+    # every candidate takes at least one task, so the n best hosts are enough
+    order = best_first(scores, n)
     counts = np.zeros(hosts.size, dtype=np.int64)
     counts[order] = fill_in_order(limits[order], n)
     return counts
@@ -33,6 +34,15 @@ def pack(hosts: IntArray, limits: IntArray, scores: FloatArray, n: int) -> IntAr
 
 class Pack:
     name = "pack"
+    emptiest_first = False
+
+    def needs_all_hosts(self, group: TaskGroup) -> bool:
+        return group.spread_key is not None or bool(group.preferences)
+
+    def enough(
+        self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray
+    ) -> bool:
+        return int(limits.sum()) >= group.size
 
     def assign(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray,

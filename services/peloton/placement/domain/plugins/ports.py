@@ -19,8 +19,11 @@ class Ports:
     name = "ports"
     static = False
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        return f"{len(group.ports)} free port(s)" if group.ports else None
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return bool(group.ports)
+
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        return f"{len(group.ports)} free port(s)"
 
     def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
         out: IntArray = state.port_counts[hosts] // len(group.ports)

@@ -13,7 +13,7 @@ import numpy as np
 
 from peloton.placement.domain.framework import CycleState, TaskGroup
 from peloton.placement.domain.hostindex import FloatArray, IntArray
-from peloton.placement.domain.plugins._domains import domain_quotas, job_counts, rank_by_score
+from peloton.placement.domain.plugins._domains import domain_quotas, job_counts
 from peloton.placement.domain.waterfill import water_fill
 
 __all__ = ["Spread"]
@@ -21,6 +21,25 @@ __all__ = ["Spread"]
 
 class Spread:
     name = "spread"
+    emptiest_first = True
+
+    def needs_all_hosts(self, group: TaskGroup) -> bool:
+        return bool(group.preferences)
+
+    def enough(
+        self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray
+    ) -> bool:
+        """Room for the group on at least twice as many hosts as it has tasks (so the
+        water-filling has a choice), in every failure domain of the cluster."""
+        if int(limits.sum()) < group.size or hosts.size < min(2 * group.size,
+                                                              len(state.table)):
+            return False
+        key = group.spread_key or state.config.failure_domain_key
+        if key is None:
+            return True
+        codes, vocab = state.table.label_codes(key)
+        seen = np.bincount(codes[hosts] + 1, minlength=len(vocab) + 1)
+        return int(np.count_nonzero(seen)) >= state.table.domain_count(key)
 
     def assign(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, limits: IntArray,
@@ -29,10 +48,8 @@ class Spread:
         key = group.spread_key or state.config.failure_domain_key
         jobs = job_counts(state, group)[hosts]
         if key is None:
-            return water_fill(jobs, limits, rank_by_score(scores), n)
+            return water_fill(jobs, limits, scores, n)
         counts = np.zeros(hosts.size, dtype=np.int64)
         for pos, quota in domain_quotas(state, group, key, hosts, limits, n):
-            counts[pos] = water_fill(
-                jobs[pos], limits[pos], rank_by_score(scores[pos]), quota
-            )
+            counts[pos] = water_fill(jobs[pos], limits[pos], scores[pos], quota)
         return counts

@@ -17,8 +17,11 @@ class TaskConstraint:
     name = "task_constraint"
     static = False
 
-    def requirement(self, state: CycleState, group: TaskGroup) -> str | None:
-        return None if group.hard_dynamic is None else str(group.hard_dynamic)
+    def applies(self, state: CycleState, group: TaskGroup) -> bool:
+        return group.hard_dynamic is not None
+
+    def describe(self, state: CycleState, group: TaskGroup) -> str:
+        return str(group.hard_dynamic)
 
     def filter(self, state: CycleState, group: TaskGroup, hosts: IntArray) -> IntArray:
         assert group.hard_dynamic is not None

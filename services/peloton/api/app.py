@@ -1,0 +1,465 @@
+"""The HTTP API: submit and kill jobs (published to the bus), read everything else from
+the read model. OpenAPI at /openapi.json, interactive docs at /docs.
+
+Contract:
+- Writes are facts published through a `Publisher`; a 202 means the broker acknowledged
+  the record, not that the job manager has seen it yet.
+- Reads come from the `Store` (called in a worker thread). Right after a submit the job
+  may not be projected yet: reads answer 404 "job X not found (it may still be in flight)".
+- Every error is JSON `{"error": message, "details": [...]}` (see peloton.api.errors);
+  invalid input is 400 and lists every problem as {"field", "message"}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar
+
+import httpx
+from fastapi import Body, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from peloton.api.errors import (
+    ApiError,
+    BadGateway,
+    BadRequest,
+    Conflict,
+    NotFound,
+    PublishError,
+    Unavailable,
+    UnsupportedMediaType,
+    error_body,
+)
+from peloton.api.publisher import Publisher
+from peloton.bus.codec import EncodeError
+from peloton.jobmgr.domain.states import JobState
+from peloton.model.event import Event
+from peloton.model.ids import run_id
+from peloton.model.jobfile import JobFileError, job_document_to_submitted, parse_job_file
+from peloton.readmodel.store import Store
+
+__all__ = ["create_app", "JOB_CONTENT_TYPES", "problem_details"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+JOB_CONTENT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
+                     "text/plain", "application/json")
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+JOB_STATES = ("SUBMITTED", "REJECTED", *(s.value for s in JobState))
+_FIELD = re.compile(r"^(?P<field>[A-Za-z0-9_.\[\]]+): (?P<message>.*)$", re.S)
+
+
+# ---- response models (the OpenAPI schema) --------------------------------------------
+class ErrorBody(BaseModel):
+    error: str
+    details: list[Any] = []
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+
+
+class KillRequest(BaseModel):
+    instances: list[int] = Field(default_factory=list, description="empty: the whole job")
+    reason: str = ""
+
+
+class KillAccepted(BaseModel):
+    job_id: str
+    instances: list[int]
+
+
+class KillRequestInfo(BaseModel):
+    at: int
+    instances: list[int]
+    reason: str
+
+
+class Job(BaseModel):
+    job_id: str
+    name: str
+    owner: str
+    type: str
+    respool: str
+    instance_count: int
+    priority: int
+    preemptible: bool
+    labels: dict[str, str]
+    description: str
+    state: str = Field(description="SUBMITTED (not decided yet), REJECTED, or a job state")
+    previous_state: str | None
+    submitted_at: int | None
+    created_at: int | None
+    updated_at: int
+    rejection_reasons: list[str]
+    kill_request: KillRequestInfo | None
+    config: dict[str, Any]
+    task_counts: dict[str, int]
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
+class TaskTransition(BaseModel):
+    run: int
+    state: str
+    previous_state: str
+    reason: str
+    host: str | None
+    exit_code: int | None
+    failures: int
+    at: int
+
+
+class Task(BaseModel):
+    instance: int
+    run: int
+    state: str
+    previous_state: str
+    host: str | None
+    reason: str
+    exit_code: int | None
+    failures: int
+    updated_at: int
+    sandbox: str | None
+    history: list[TaskTransition]
+
+
+class TaskList(BaseModel):
+    job_id: str
+    tasks: list[Task]
+
+
+class Host(BaseModel):
+    host: str
+    state: str = Field(description="REGISTERED, UP or LOST")
+    incarnation: str | None
+    capacity: dict[str, float]
+    free: dict[str, float] | None
+    available: bool | None
+    labels: dict[str, str]
+    log_url: str | None
+    port_range: list[int] | None
+    simulated: bool
+    registered_at: int | None
+    last_heartbeat: int | None
+    running: int | None
+    lost_at: int | None
+    lost_reason: str | None
+
+
+class HostList(BaseModel):
+    hosts: list[Host]
+
+
+class Pool(BaseModel):
+    pool: str
+    parent: str | None
+    cycle: int
+    at: int
+    capacity: dict[str, float]
+    reservation: dict[str, float]
+    limit: dict[str, float]
+    entitlement: dict[str, float]
+    slack_entitlement: dict[str, float]
+    nonslack_entitlement: dict[str, float]
+    allocation: dict[str, float]
+    demand: dict[str, float]
+
+
+class PoolList(BaseModel):
+    pools: list[Pool]
+
+
+class DeadLetter(BaseModel):
+    at: int
+    service: str
+    source_topic: str
+    partition: int
+    offset: int
+    reason: str
+    key: str | None
+    value_size: int
+    value_b64: str
+
+
+class DeadLetterList(BaseModel):
+    dead_letters: list[DeadLetter]
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
+
+
+def problem_details(problems: list[str]) -> list[dict[str, str]]:
+    """'field.path: reason' strings as {"field", "message"} objects (field may be '')."""
+    out = []
+    for p in problems:
+        m = _FIELD.match(p)
+        out.append({"field": m["field"], "message": m["message"]} if m
+                   else {"field": "", "message": p})
+    return out
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _job_missing(job_id: str) -> NotFound:
+    return NotFound(f"job {job_id} not found (it may still be in flight)")
+
+
+def create_app(
+    store: Store, publisher: Publisher, *, http_client: httpx.AsyncClient | None = None,
+    status: Callable[[], dict[str, Any]] | None = None, clock: Callable[[], int] = _now_ms,
+) -> FastAPI:
+    """The API over one store and one publisher. `http_client` reaches agents' log
+    servers (one is made on first use otherwise); `status` adds fields to /healthz."""
+    clients: list[httpx.AsyncClient] = [http_client] if http_client is not None else []
+    owned: list[httpx.AsyncClient] = []
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for c in owned:
+            await c.aclose()
+
+    app = FastAPI(title="Peloton-py API", version="1", lifespan=lifespan,
+                  description="Submit and kill jobs; read jobs, tasks, hosts, pools and "
+                              "dead letters from the read model.")
+    _install_error_handlers(app)
+
+    async def db(fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
+
+    async def publish(event: Event) -> None:
+        try:
+            await publisher.publish(event)
+        except EncodeError as exc:
+            raise BadRequest(f"{event.type} does not match its schema", [str(exc)]) from exc
+        except PublishError as exc:
+            raise Unavailable(f"could not publish {event.type}", [str(exc)]) from exc
+
+    async def known_job(job_id: str) -> dict[str, Any]:
+        job = await db(store.get_job, job_id)
+        if job is None:
+            raise _job_missing(job_id)
+        return job
+
+    def agent_client() -> httpx.AsyncClient:
+        if not clients:
+            client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=3.0))
+            clients.append(client)
+            owned.append(client)
+        return clients[0]
+
+    # ---- jobs ---------------------------------------------------------------------------
+    job_body = {"requestBody": {"required": True, "description": "a Peloton job file",
+                                "content": {t: {"schema": {"type": "string"}}
+                                            for t in JOB_CONTENT_TYPES}}}
+
+    @app.post("/v1/jobs", status_code=202, response_model=JobAccepted, tags=["jobs"],
+              openapi_extra=job_body,
+              responses={**_ERRORS, 409: {"model": ErrorBody}, 415: {"model": ErrorBody},
+                         503: {"model": ErrorBody}})
+    async def submit_job(
+        request: Request,
+        job_id: str | None = Query(None, description="default: a new uuid4"),
+    ) -> JobAccepted:
+        """Submit a job file (YAML or JSON); publishes JobSubmitted."""
+        ctype = (request.headers.get("content-type") or "application/yaml")
+        ctype = ctype.split(";")[0].strip().lower()
+        if ctype not in JOB_CONTENT_TYPES:
+            raise UnsupportedMediaType(f"unsupported content type {ctype!r}",
+                                       [f"use one of {', '.join(JOB_CONTENT_TYPES)}"])
+        if job_id is not None and not JOB_ID.match(job_id):
+            raise BadRequest("invalid job id", problem_details(
+                ["job_id: 1-128 letters, digits, '.', '_' or '-', starting with a letter "
+                 "or digit"]))
+        try:
+            text = (await request.body()).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequest("invalid job file", problem_details(["body: not UTF-8"])) from exc
+        if not text.strip():
+            raise BadRequest("invalid job file",
+                             problem_details(["body: empty (send a job file)"]))
+        jid = job_id or str(uuid.uuid4())
+        body = _parse_job(text, ctype, jid, clock())
+        if job_id is not None and await db(store.get_job, jid) is not None:
+            raise Conflict(f"job {jid} already exists")
+        await publish(Event("JobSubmitted", jid, body))
+        return JobAccepted(job_id=jid)
+
+    @app.get("/v1/jobs", response_model=JobList, tags=["jobs"], responses=_ERRORS)
+    async def list_jobs(
+        state: str | None = Query(None, description=f"one of {', '.join(JOB_STATES)}"),
+        limit: int = Query(100, ge=1, le=10_000),
+    ) -> dict[str, Any]:
+        """Jobs, newest first."""
+        if state is not None and state.upper() not in JOB_STATES:
+            raise BadRequest("invalid request", [{"field": "state", "message":
+                                                  f"must be one of {', '.join(JOB_STATES)}"}])
+        return {"jobs": await db(store.list_jobs, limit, state.upper() if state else None)}
+
+    @app.get("/v1/jobs/{job_id}", response_model=Job, tags=["jobs"], responses=_ERRORS)
+    async def get_job(job_id: str) -> dict[str, Any]:
+        """A job: state, task counts, configuration summary, rejection reasons."""
+        return await known_job(job_id)
+
+    @app.post("/v1/jobs/{job_id}/kill", status_code=202, response_model=KillAccepted,
+              tags=["jobs"], responses={**_ERRORS, 503: {"model": ErrorBody}})
+    async def kill_job(job_id: str, req: KillRequest | None = Body(None)) -> KillAccepted:
+        """Kill a job, or some of its instances; publishes JobKillRequested."""
+        req = req or KillRequest()
+        job = await known_job(job_id)
+        bad = sorted({i for i in req.instances if not 0 <= i < job["instance_count"]})
+        if bad:
+            raise BadRequest("invalid request", [
+                {"field": "instances", "message": f"no instance {i} (the job has "
+                 f"{job['instance_count']})"} for i in bad])
+        instances = sorted(set(req.instances))
+        await publish(Event("JobKillRequested", job_id, {
+            "job_id": job_id, "at": clock(), "instances": instances,
+            "reason": req.reason or "killed through the API"}))
+        return KillAccepted(job_id=job_id, instances=instances)
+
+    # ---- tasks --------------------------------------------------------------------------
+    @app.get("/v1/jobs/{job_id}/tasks", response_model=TaskList, tags=["tasks"],
+             responses=_ERRORS)
+    async def list_tasks(job_id: str) -> dict[str, Any]:
+        """Every task of a job with its state, reason, exit code and state history."""
+        await known_job(job_id)
+        return {"job_id": job_id, "tasks": await db(store.tasks_of_job, job_id)}
+
+    async def known_task(job_id: str, instance: int) -> dict[str, Any]:
+        task = await db(store.task, job_id, instance)
+        if task is None:
+            await known_job(job_id)
+            raise NotFound(f"task {job_id}/{instance} not found")
+        return task
+
+    @app.get("/v1/jobs/{job_id}/tasks/{instance}", response_model=Task, tags=["tasks"],
+             responses=_ERRORS)
+    async def get_task(job_id: str, instance: int = Path(ge=0)) -> dict[str, Any]:
+        return await known_task(job_id, instance)
+
+    @app.get("/v1/jobs/{job_id}/tasks/{instance}/logs", tags=["tasks"],
+             response_class=StreamingResponse,
+             responses={200: {"content": {"text/plain": {}}}, **_ERRORS,
+                        502: {"model": ErrorBody}})
+    async def task_logs(
+        job_id: str, instance: int = Path(ge=0),
+        stream: Literal["stdout", "stderr"] = "stdout",
+        run: int | None = Query(None, ge=1, description="default: the current run"),
+    ) -> StreamingResponse:
+        """A run's stdout or stderr, streamed from the agent of the host it ran on."""
+        task = await known_task(job_id, instance)
+        the_run = run or int(task["run"])
+        host = task["host"] if the_run == task["run"] else None
+        host = host or await db(store.run_host, job_id, instance, the_run)
+        rid = run_id(job_id, instance, the_run)
+        if not host:
+            raise NotFound(f"run {rid} has not been placed on a host, so it has no logs")
+        log_url = await db(store.host_log_url, host)
+        if not log_url:
+            raise NotFound(f"host {host} has not registered a log URL")
+        return await _proxy_log(agent_client(), log_url, host, rid, stream)
+
+    # ---- cluster ------------------------------------------------------------------------
+    @app.get("/v1/hosts", response_model=HostList, tags=["cluster"])
+    async def list_hosts() -> dict[str, Any]:
+        return {"hosts": await db(store.hosts)}
+
+    @app.get("/v1/pools", response_model=PoolList, tags=["cluster"])
+    async def list_pools() -> dict[str, Any]:
+        """The resource pools of the newest entitlement cycle."""
+        return {"pools": await db(store.pools)}
+
+    @app.get("/v1/dead-letters", response_model=DeadLetterList, tags=["cluster"])
+    async def list_dead_letters(limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:
+        """Records some service could not decode or handle, newest first."""
+        return {"dead_letters": await db(store.dead_letters, limit)}
+
+    @app.get("/healthz", tags=["cluster"], responses={503: {"model": ErrorBody}})
+    async def healthz() -> dict[str, Any]:
+        try:
+            await db(store.ping)
+        except Exception as exc:  # any store failure means "not healthy", with the reason
+            raise Unavailable("read model store unavailable", [repr(exc)]) from exc
+        return {"ok": True, **(status() if status is not None else {})}
+
+    return app
+
+
+def _parse_job(text: str, ctype: str, job_id: str, now_ms: int) -> dict[str, Any]:
+    try:
+        if ctype == "application/json":
+            return job_document_to_submitted(json.loads(text), job_id, now_ms)
+        return parse_job_file(text, job_id, now_ms)
+    except json.JSONDecodeError as exc:
+        raise BadRequest("invalid job file",
+                         problem_details([f"not valid JSON: {exc}"])) from exc
+    except JobFileError as exc:
+        raise BadRequest("invalid job file", problem_details(exc.problems)) from exc
+
+
+async def _proxy_log(client: httpx.AsyncClient, log_url: str, host: str, rid: str,
+                     stream: str) -> StreamingResponse:
+    url = f"{log_url.rstrip('/')}/logs/{rid}/{stream}"
+    try:
+        resp = await client.send(client.build_request("GET", url), stream=True)
+    except httpx.HTTPError as exc:
+        raise BadGateway(f"the agent on {host} is unreachable", [f"{url}: {exc!r}"]) from exc
+    if resp.status_code == 404:
+        await resp.aclose()
+        raise NotFound(f"the agent on {host} has no {stream} log for run {rid}")
+    if resp.status_code >= 400:
+        text = (await resp.aread())[:500].decode("utf-8", "replace")
+        await resp.aclose()
+        raise BadGateway(f"the agent on {host} answered {resp.status_code}", [text])
+    return StreamingResponse(resp.aiter_bytes(),
+                             media_type=resp.headers.get("content-type", "text/plain"),
+                             background=BackgroundTask(resp.aclose))
+
+
+def _field_of(loc: Any) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("query", "path", "body", "header"):
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(exc.message, exc.details), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = [{"field": _field_of(e.get("loc", ())), "message": str(e.get("msg", ""))}
+                   for e in exc.errors()]
+        return JSONResponse(error_body("invalid request", details), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body(str(exc.detail)), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return JSONResponse(error_body(f"internal error: {type(exc).__name__}"),
+                            status_code=500)

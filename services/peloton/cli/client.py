@@ -1,0 +1,134 @@
+"""A small synchronous client for the Peloton HTTP API (used by the `peloton` command).
+
+Errors:
+    ClientError(Exception)
+        ApiUnreachable      no answer from the API (connection refused, DNS, timeout)
+        ApiError            the API answered with an error status; carries its JSON
+                            `error` message and `details`
+Every method returns the API's parsed JSON (logs: the text).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+
+__all__ = ["DEFAULT_API", "ClientError", "ApiUnreachable", "ApiError", "PelotonClient",
+           "default_api"]
+
+DEFAULT_API = "http://127.0.0.1:5290"
+
+
+def default_api() -> str:
+    return os.environ.get("PELOTON_API") or DEFAULT_API
+
+
+class ClientError(Exception):
+    pass
+
+
+class ApiUnreachable(ClientError):
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the Peloton API at {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class ApiError(ClientError):
+    def __init__(self, status: int, error: str, details: list[Any]) -> None:
+        super().__init__(f"{status}: {error}")
+        self.status = status
+        self.error = error
+        self.details = details
+
+
+class PelotonClient:
+    def __init__(self, base_url: str | None = None, timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = (base_url or default_api()).rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PelotonClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiUnreachable(self.base_url, str(exc) or type(exc).__name__) from exc
+        if resp.status_code >= 400:
+            raise _api_error(resp)
+        return resp
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    # ---- jobs ---------------------------------------------------------------------------
+    def submit_job(self, text: str, job_id: str | None = None,
+                   content_type: str = "application/yaml") -> dict[str, Any]:
+        params = {"job_id": job_id} if job_id else {}
+        return dict(self._json("POST", "/v1/jobs", content=text.encode(), params=params,
+                               headers={"content-type": content_type}))
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/jobs/{job_id}"))
+
+    def list_jobs(self, state: str | None = None, limit: int = 100) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if state:
+            params["state"] = state
+        return dict(self._json("GET", "/v1/jobs", params=params))
+
+    def kill_job(self, job_id: str, instances: list[int] | None = None,
+                 reason: str = "") -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/jobs/{job_id}/kill",
+                               json={"instances": instances or [], "reason": reason}))
+
+    # ---- tasks --------------------------------------------------------------------------
+    def tasks(self, job_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/jobs/{job_id}/tasks"))
+
+    def task(self, job_id: str, instance: int) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/jobs/{job_id}/tasks/{instance}"))
+
+    def logs(self, job_id: str, instance: int, stream: str = "stdout",
+             run: int | None = None) -> str:
+        params: dict[str, Any] = {"stream": stream}
+        if run is not None:
+            params["run"] = run
+        return self._request("GET", f"/v1/jobs/{job_id}/tasks/{instance}/logs",
+                             params=params).text
+
+    # ---- cluster ------------------------------------------------------------------------
+    def hosts(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/hosts"))
+
+    def pools(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/pools"))
+
+    def dead_letters(self, limit: int = 100) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/dead-letters", params={"limit": limit}))
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/healthz"))
+
+
+def _api_error(resp: httpx.Response) -> ApiError:
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error" in body:
+        details = body.get("details") or []
+        return ApiError(resp.status_code, str(body["error"]),
+                        details if isinstance(details, list) else [details])
+    text = resp.text.strip().splitlines()[0][:200] if resp.text.strip() else resp.reason_phrase
+    return ApiError(resp.status_code, text, [])

@@ -1,0 +1,383 @@
+"""User commands: `peloton job|task|host|respool ...` over the HTTP API.
+
+Every command takes `-o/--output json|table` (json prints the API's JSON, for scripts) and
+`--api URL` (default: $PELOTON_API or http://127.0.0.1:5290).
+Exit codes: 0 ok; 1 the API answered with an error, or a waited-for job did not succeed;
+2 invalid input (a job file is checked locally before anything is sent); 3 the API is
+unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
+from rich.tree import Tree
+
+from peloton.cli.client import ApiError, ApiUnreachable, PelotonClient, default_api
+from peloton.model.jobfile import JobFileError, parse_job_file
+
+__all__ = ["register", "Output", "EXIT_API_ERROR", "EXIT_INVALID", "EXIT_UNREACHABLE"]
+
+EXIT_API_ERROR = 1
+EXIT_INVALID = 2
+EXIT_UNREACHABLE = 3
+TERMINAL_JOB_STATES = {"SUCCEEDED": 0, "FAILED": 1, "KILLED": 1, "REJECTED": 1}
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class Output(StrEnum):
+    json = "json"
+    table = "table"
+
+
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="json (for scripts) or table")]
+ApiOpt = Annotated[str | None, typer.Option(
+    "--api", help="API base URL (default: $PELOTON_API or http://127.0.0.1:5290)",
+    show_default=False)]
+
+
+# ---- plumbing -------------------------------------------------------------------------
+def _out() -> Console:
+    # piped output (grep, less) gets wide tables rather than truncated cells
+    return Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+@contextmanager
+def _client(api: str | None) -> Iterator[PelotonClient]:
+    """A client whose failures end the command with a clear message and exit code."""
+    client = PelotonClient(api or default_api())
+    try:
+        yield client
+    except ApiUnreachable as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_UNREACHABLE) from exc
+    except ApiError as exc:
+        _err(f"error: {exc.error}")
+        for d in exc.details:
+            if isinstance(d, dict) and "message" in d:
+                _err(f"  {d.get('field') or '-'}: {d['message']}")
+            else:
+                _err(f"  {d}")
+        raise typer.Exit(EXIT_API_ERROR) from exc
+    finally:
+        client.close()
+
+
+def _ts(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "-"
+
+
+def _res(values: dict[str, float] | None, *kinds: str) -> str:
+    if not values:
+        return "-"
+    return " ".join(f"{k} {values.get(k, 0):g}" for k in kinds if k in values)
+
+
+# ---- job ------------------------------------------------------------------------------
+def job_create(
+    file: Annotated[Path, typer.Argument(help="job file (YAML or JSON)")],
+    wait: Annotated[bool, typer.Option("--wait", help="follow the job until it ends")] = False,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="default: a new uuid")] = None,
+    timeout: Annotated[float | None, typer.Option(help="give up waiting after seconds")] = None,
+    interval: Annotated[float, typer.Option(help="seconds between polls", hidden=True)] = 0.5,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Submit a job file. The file is checked locally first."""
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        _err(f"error: cannot read {file}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+    problems: list[str] = []
+    if job_id is not None and not _JOB_ID.match(job_id):
+        problems.append("--job-id: 1-128 letters, digits, '.', '_' or '-', starting with a "
+                        "letter or digit")
+    try:
+        parse_job_file(text, job_id or "local-check", int(time.time() * 1000))
+    except JobFileError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        _err(f"error: {file} is not a valid job file:")
+        for p in problems:
+            _err(f"  {p}")
+        raise typer.Exit(EXIT_INVALID)
+    with _client(api) as client:
+        accepted = client.submit_job(text, job_id)
+        if not wait:
+            if output is Output.json:
+                _print_json(accepted)
+            else:
+                _out().print(f"job [bold]{accepted['job_id']}[/bold] submitted")
+            return
+        job = _wait(client, accepted["job_id"], output, timeout, interval)
+    if output is Output.json:
+        _print_json(job)
+    else:
+        _show_job(job)
+    if job["state"] == "REJECTED":
+        for reason in job["rejection_reasons"]:
+            _err(f"  rejected: {reason}")
+    raise typer.Exit(TERMINAL_JOB_STATES.get(job["state"], EXIT_API_ERROR))
+
+
+def _wait(client: PelotonClient, job_id: str, output: Output, timeout: float | None,
+          interval: float) -> dict[str, Any]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    progress = Progress(TextColumn("[bold]{task.description:<10}"), BarColumn(bar_width=30),
+                        MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                        TimeElapsedColumn(), console=Console(stderr=True),
+                        disable=output is Output.json)
+    if output is Output.table:
+        _err(f"waiting for job {job_id}")
+    with progress:
+        bar = progress.add_task("SUBMITTED", total=None, detail="succeeded")
+        while True:
+            job = _poll(client, job_id)
+            if job is not None:
+                _advance(progress, bar, job)
+                if job["state"] in TERMINAL_JOB_STATES:
+                    return job
+            if deadline is not None and time.monotonic() > deadline:
+                _err(f"error: job {job_id} did not finish within {timeout:g}s")
+                raise typer.Exit(EXIT_API_ERROR)
+            time.sleep(interval)
+
+
+def _poll(client: PelotonClient, job_id: str) -> dict[str, Any] | None:
+    try:
+        return client.get_job(job_id)
+    except ApiError as exc:
+        if exc.status == 404:  # not projected yet
+            return None
+        raise
+
+
+def _advance(progress: Progress, bar: Any, job: dict[str, Any]) -> None:
+    c = job["task_counts"]
+    running = sum(c.get(s, 0) for s in ("LAUNCHING", "LAUNCHED", "STARTING", "RUNNING"))
+    pending = sum(c.get(s, 0) for s in ("INITIALIZED", "PENDING", "READY", "PLACING",
+                                        "PLACED"))
+    failed = sum(c.get(s, 0) for s in ("FAILED", "LOST", "KILLED"))
+    detail = f"succeeded, {running} running, {pending} pending"
+    if failed:
+        detail += f", {failed} failed/killed"
+    progress.update(bar, description=job["state"], total=job["instance_count"] or None,
+                    completed=c.get("SUCCEEDED", 0), detail=detail)
+
+
+def _show_job(job: dict[str, Any]) -> None:
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    kill = job.get("kill_request")
+    for key, value in (
+        ("job id", job["job_id"]), ("name", job["name"]), ("owner", job["owner"]),
+        ("state", job["state"]), ("respool", job["respool"]),
+        ("instances", str(job["instance_count"])), ("priority", str(job["priority"])),
+        ("tasks", _counts(job["task_counts"])), ("submitted", _ts(job["submitted_at"])),
+        ("created", _ts(job["created_at"])), ("updated", _ts(job["updated_at"])),
+    ):
+        table.add_row(key, value)
+    for reason in job["rejection_reasons"]:
+        table.add_row("rejected", reason)
+    if kill:
+        which = ",".join(map(str, kill["instances"])) or "all"
+        table.add_row("kill requested", f"{_ts(kill['at'])} (instances: {which})")
+    _out().print(table)
+
+
+def job_get(job_id: str, output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+    """Show a job: state, task counts, rejection reasons."""
+    with _client(api) as client:
+        job = client.get_job(job_id)
+    if output is Output.json:
+        _print_json(job)
+    else:
+        _show_job(job)
+
+
+def job_list(
+    state: Annotated[str | None, typer.Option(help="only jobs in this state")] = None,
+    limit: Annotated[int, typer.Option(min=1)] = 100,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """List jobs, newest first."""
+    with _client(api) as client:
+        data = client.list_jobs(state, limit)
+    if output is Output.json:
+        _print_json(data)
+        return
+    table = Table(Column("JOB ID", overflow="fold"), "NAME", "OWNER", "STATE", "RESPOOL",
+                  "INSTANCES", "TASKS", "SUBMITTED")
+    for j in data["jobs"]:
+        table.add_row(j["job_id"], j["name"], j["owner"], j["state"], j["respool"],
+                      str(j["instance_count"]), _counts(j["task_counts"]),
+                      _ts(j["submitted_at"]))
+    _out().print(table)
+
+
+def _instances(value: str | None) -> list[int]:
+    if not value:
+        return []
+    try:
+        return sorted({int(v) for v in value.split(",") if v.strip()})
+    except ValueError as exc:
+        raise typer.BadParameter("a comma-separated list of instance numbers, e.g. 0,1,5",
+                                 param_hint="--instances") from exc
+
+
+def job_kill(
+    job_id: str,
+    instances: Annotated[str | None, typer.Option(help="e.g. 0,1 (default: all)")] = None,
+    reason: Annotated[str, typer.Option(help="recorded with the kill")] = "",
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Kill a job, or some of its instances."""
+    which = _instances(instances)
+    with _client(api) as client:
+        data = client.kill_job(job_id, which, reason)
+    if output is Output.json:
+        _print_json(data)
+    else:
+        target = ",".join(map(str, data["instances"])) or "all instances"
+        _out().print(f"kill of job [bold]{job_id}[/bold] ({target}) requested")
+
+
+# ---- task -----------------------------------------------------------------------------
+def task_list(
+    job_id: str,
+    history: Annotated[bool, typer.Option("--history", help="show state transitions")] = False,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """List a job's tasks with state, host, exit code and reason."""
+    with _client(api) as client:
+        data = client.tasks(job_id)
+    if output is Output.json:
+        _print_json(data)
+        return
+    table = Table("INSTANCE", "RUN", "STATE", "HOST", "EXIT", "FAILURES", "REASON")
+    for t in data["tasks"]:
+        table.add_row(str(t["instance"]), str(t["run"]), t["state"], t["host"] or "-",
+                      "-" if t["exit_code"] is None else str(t["exit_code"]),
+                      str(t["failures"]), t["reason"])
+        if history:
+            for h in t["history"]:
+                table.add_row("", str(h["run"]), f"  {h['previous_state']} -> {h['state']}",
+                              h["host"] or "", "", "", f"{_ts(h['at'])} {h['reason']}",
+                              style="dim")
+    _out().print(table)
+
+
+def task_logs(
+    job_id: str, instance: int,
+    stream: Annotated[str, typer.Option(help="stdout or stderr")] = "stdout",
+    run: Annotated[int | None, typer.Option(help="default: the current run")] = None,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Print a task run's stdout or stderr (fetched from its host's agent)."""
+    if stream not in ("stdout", "stderr"):
+        raise typer.BadParameter("stdout or stderr", param_hint="--stream")
+    with _client(api) as client:
+        text = client.logs(job_id, instance, stream, run)
+    if output is Output.json:
+        _print_json({"job_id": job_id, "instance": instance, "run": run, "stream": stream,
+                     "log": text})
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+# ---- host, respool ----------------------------------------------------------------------
+def host_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+    """List hosts with state, free/total resources and last heartbeat."""
+    with _client(api) as client:
+        data = client.hosts()
+    if output is Output.json:
+        _print_json(data)
+        return
+    table = Table("HOST", "STATE", "FREE", "CAPACITY", "LABELS", "HEARTBEAT", "LOG URL")
+    for h in data["hosts"]:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(h["labels"].items())) or "-"
+        table.add_row(h["host"], h["state"], _res(h["free"], "cpu", "memory", "gpu"),
+                      _res(h["capacity"], "cpu", "memory", "gpu"), labels,
+                      _ts(h["last_heartbeat"]), h["log_url"] or "-")
+    _out().print(table)
+
+
+def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+    """Show the resource pool tree with entitlement, allocation and demand."""
+    with _client(api) as client:
+        data = client.pools()
+    if output is Output.json:
+        _print_json(data)
+        return
+    pools = {p["pool"]: p for p in data["pools"]}
+    if not pools:
+        _out().print("no resource pools yet (no entitlement cycle seen)")
+        return
+    children: dict[str | None, list[str]] = {}
+    for name, p in sorted(pools.items()):
+        parent = p["parent"] if p["parent"] in pools else None
+        children.setdefault(parent, []).append(name)
+    cycle = max(p["cycle"] for p in pools.values())
+    tree = Tree(f"[bold]resource pools[/bold] (cycle {cycle})")
+
+    def grow(node: Tree, name: str) -> None:
+        p = pools[name]
+        label = (f"[bold]{name}[/bold]  entitlement {_res(p['entitlement'], 'cpu', 'memory')}"
+                 f" · allocation {_res(p['allocation'], 'cpu', 'memory')}"
+                 f" · demand {_res(p['demand'], 'cpu', 'memory')}")
+        branch = node.add(label)
+        for child in children.get(name, []):
+            grow(branch, child)
+
+    for root in children.get(None, []):
+        grow(tree, root)
+    _out().print(tree)
+
+
+# ---- registration ---------------------------------------------------------------------
+def _typer(help_text: str, commands: dict[str, Callable[..., None]]) -> typer.Typer:
+    sub = typer.Typer(help=help_text, no_args_is_help=True)
+    for name, fn in commands.items():
+        sub.command(name)(fn)
+    return sub
+
+
+def register(app: typer.Typer) -> typer.Typer:
+    """Add `job`, `task`, `host` and `respool` to `app`; return the respool typer."""
+    app.add_typer(_typer("Submit, inspect and kill jobs.", {
+        "create": job_create, "get": job_get, "list": job_list, "kill": job_kill}), name="job")
+    app.add_typer(_typer("Inspect tasks and their logs.",
+                         {"list": task_list, "logs": task_logs}), name="task")
+    app.add_typer(_typer("Inspect hosts.", {"list": host_list}), name="host")
+    respool = _typer("Resource pools.", {"list": respool_list})
+    app.add_typer(respool, name="respool")
+    return respool
