@@ -203,7 +203,7 @@ async def test_unreachable_agent_is_502(client: httpx.AsyncClient, loaded: Store
     moved = {"job_id": "job-ok", "at": 99_999, "changes": [
         {"instance": 0, "run": 1, "state": "SUCCEEDED", "previous_state": "RUNNING",
          "reason": "", "host": "h2", "exit_code": 0, "failures": 0}]}
-    loaded.insert(project("TaskStateChanged", moved, SourcePos("task-state-changed", 0, 10**6)))
+    loaded.insert(project("TaskStateChanged", moved, SourcePos("job-events", 0, 10**6)))
     r = await client.get("/v1/jobs/job-ok/tasks/0/logs")
     assert r.status_code == 502
     assert r.json()["error"] == "the agent on h2 is unreachable"

@@ -76,7 +76,7 @@ def test_submit_is_published_materialized_and_served(broker: str, tmp_path: Path
                        and httpx.get(f"{api}/v1/jobs/smoke-1").json())
         assert job["state"] == "SUBMITTED" and job["name"] == "smoke"
 
-        asyncio.run(produce(broker, "task-state-changed", b"not avro"))
+        asyncio.run(produce(broker, "job-events", b"not avro"))
         stats = wait_for(lambda: httpx.get(f"{api}/healthz").json()["materializer"]
                          if httpx.get(f"{api}/healthz").json()["materializer"]["undecodable"]
                          else None)

@@ -15,7 +15,7 @@ from peloton.readmodel.projector import COLUMNS, SourcePos, project, version
 
 # events whose effect the read model shows through the job manager's TaskStateChanged
 NOT_SHOWN = {"PlacementMade", "PlacementRejected", "TaskLaunchRequested", "TaskKillRequested"}
-SRC = SourcePos("task-state-changed", 2, 40)
+SRC = SourcePos("job-events", 2, 40)
 
 
 def change(instance: int, run: int, state: str, prev: str, **extra: object) -> dict[str, object]:

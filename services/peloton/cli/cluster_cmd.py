@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from peloton.minicluster.cluster import Cluster
+
+__all__ = ["register", "ensure_up"]
 
 RunDir = Annotated[Path, typer.Option(envvar="PELOTON_RUN_DIR", help="state and logs")]
 _err = Console(stderr=True)
@@ -20,31 +23,15 @@ _err = Console(stderr=True)
 def register(app: typer.Typer) -> None:
     cluster = typer.Typer(no_args_is_help=True, help="The local minicluster.")
     app.add_typer(cluster, name="cluster")
+    register_demo(cluster)
 
     @cluster.command("up")
     def up_cmd(run_dir: RunDir = Path(".run"), agents: int = 3, cpu: float = 4.0,
                simulated: bool = False, heartbeat_timeout: float = 5.0,
                entitlement_cycle: float = 10.0) -> None:
         """Start broker, etcd, all services and AGENTS agents in the background."""
-        from peloton.minicluster.cluster import Layout, load, up
-
-        existing = load(run_dir)
-        if existing is not None and all(existing.alive(n) for n in existing.procs):
-            _print_where(existing.layout.api_url, run_dir, "already up")
-            return
-        if existing is not None:
-            from peloton.minicluster.cluster import down
-
-            down(run_dir)
-        layout = Layout.local(run_dir.resolve(), agents=agents, cpu=cpu, simulated=simulated,
-                              heartbeat_timeout_s=heartbeat_timeout,
-                              entitlement_cycle_s=entitlement_cycle)
-        try:
-            up(layout, progress=lambda m: _err.print(f"[dim]… {m}[/dim]"))
-        except (RuntimeError, TimeoutError) as exc:
-            _err.print(f"[red]minicluster failed to start:[/red] {exc}")
-            raise typer.Exit(1) from exc
-        _print_where(layout.api_url, run_dir, "up")
+        ensure_up(run_dir, agents=agents, cpu=cpu, simulated=simulated,
+                  heartbeat_timeout_s=heartbeat_timeout, entitlement_cycle_s=entitlement_cycle)
 
     @cluster.command("down")
     def down_cmd(run_dir: RunDir = Path(".run")) -> None:
@@ -73,7 +60,83 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
+def ensure_up(run_dir: Path, **layout: Any) -> Cluster:
+    """The running minicluster in run_dir, started (detached) if it is not fully up."""
+    from peloton.minicluster.cluster import Layout, down, load, up
+
+    existing = load(run_dir)
+    if existing is not None and all(existing.alive(n) for n in existing.procs):
+        _print_where(existing.layout.api_url, run_dir, "already up")
+        return existing
+    if existing is not None:
+        down(run_dir)
+    lay = Layout.local(run_dir.resolve(), **layout)
+    try:
+        cluster = up(lay, progress=lambda m: _err.print(f"[dim]… {m}[/dim]"))
+    except (RuntimeError, TimeoutError) as exc:
+        _err.print(f"[red]minicluster failed to start:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    _print_where(lay.api_url, run_dir, "up")
+    return cluster
+
+
 def _print_where(api_url: str, run_dir: Path, what: str) -> None:
     _err.print(f"[green]minicluster {what}[/green]: API {api_url} (docs {api_url}/docs), "
                f"logs {run_dir}/logs/, stop with `task down`")
     sys.stdout.flush()
+
+
+def register_demo(cluster: typer.Typer) -> None:
+    @cluster.command("demo")
+    def demo_cmd(run_dir: RunDir = Path(".run"), jobs_dir: Path = Path("examples/jobs"),
+                 timeout: float = 300.0) -> None:
+        """Bring the minicluster up, submit examples/jobs/*.yaml, follow them to the end."""
+        import time
+
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        from peloton.cli.client import ClientError, PelotonClient
+        from peloton.cli.user_cmds import TERMINAL_JOB_STATES, advance_bar, poll_job
+        cluster_state = ensure_up(run_dir)
+        files = sorted(jobs_dir.glob("*.yaml"))
+        client = PelotonClient(cluster_state.layout.api_url)
+        progress = Progress(TextColumn("[bold]{task.fields[job]:<14}"),
+                            TextColumn("{task.description:<10}"), BarColumn(bar_width=30),
+                            MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                            TimeElapsedColumn(), console=_err)
+        results: dict[str, dict[str, object]] = {}
+        try:
+            ids = {f.stem: client.submit_job(f.read_text())["job_id"] for f in files}
+            deadline = time.monotonic() + timeout
+            with progress:
+                bars = {name: progress.add_task("SUBMITTED", total=None, job=name,
+                                                detail="") for name in ids}
+                while len(results) < len(ids) and time.monotonic() < deadline:
+                    for name, job_id in ids.items():
+                        job = results.get(name) or poll_job(client, job_id)
+                        if job is None:
+                            continue
+                        advance_bar(progress, bars[name], job)
+                        if job["state"] in TERMINAL_JOB_STATES:
+                            results[name] = job
+                    time.sleep(0.5)
+        except ClientError as exc:
+            _err.print(f"[red]demo failed:[/red] {exc}")
+            raise typer.Exit(1) from exc
+        table = Table("job", "id", "state", "tasks")
+        for name, job_id in ids.items():
+            job = results.get(name, {"state": "TIMED OUT", "task_counts": {}})
+            table.add_row(name, job_id, str(job["state"]), json.dumps(job["task_counts"]))
+        Console().print(table)
+        first = next(iter(ids.values()))
+        _err.print(f"try: peloton job get {first} -o json; peloton task list {first}; "
+                   f"peloton task logs {first} 0; open {cluster_state.layout.api_url}/docs")
+        if any(r.get("state") != "SUCCEEDED" for r in results.values()) or len(results) < len(ids):
+            raise typer.Exit(1)
+

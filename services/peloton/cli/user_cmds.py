@@ -159,9 +159,9 @@ def _wait(client: PelotonClient, job_id: str, output: Output, timeout: float | N
     with progress:
         bar = progress.add_task("SUBMITTED", total=None, detail="succeeded")
         while True:
-            job = _poll(client, job_id)
+            job = poll_job(client, job_id)
             if job is not None:
-                _advance(progress, bar, job)
+                advance_bar(progress, bar, job)
                 if job["state"] in TERMINAL_JOB_STATES:
                     return job
             if deadline is not None and time.monotonic() > deadline:
@@ -170,7 +170,7 @@ def _wait(client: PelotonClient, job_id: str, output: Output, timeout: float | N
             time.sleep(interval)
 
 
-def _poll(client: PelotonClient, job_id: str) -> dict[str, Any] | None:
+def poll_job(client: PelotonClient, job_id: str) -> dict[str, Any] | None:
     try:
         return client.get_job(job_id)
     except ApiError as exc:
@@ -179,7 +179,7 @@ def _poll(client: PelotonClient, job_id: str) -> dict[str, Any] | None:
         raise
 
 
-def _advance(progress: Progress, bar: Any, job: dict[str, Any]) -> None:
+def advance_bar(progress: Progress, bar: Any, job: dict[str, Any]) -> None:
     c = job["task_counts"]
     running = sum(c.get(s, 0) for s in ("LAUNCHING", "LAUNCHED", "STARTING", "RUNNING"))
     pending = sum(c.get(s, 0) for s in ("INITIALIZED", "PENDING", "READY", "PLACING",

@@ -11,7 +11,7 @@ __all__ = ["HostManagerCore"]
 
 
 class HostManagerCore:
-    inputs = ("host-registered", "task-status-reported", "task-state-changed",
+    inputs = ("host-registered", "task-status-reported",
               "placement-made", "task-launch-requested", "placement-rejected",
               "offer-received", "job-events")
     replay = inputs

@@ -17,7 +17,7 @@ class JobManagerCore:
               "placement-rejected", "task-launch-requested", "task-status-reported",
               "offer-received", "entitlement-updated")
     # its own facts plus the public requests, so a restart neither repeats nor forgets
-    replay = ("job-submitted", "job-kill-requested", "job-events", "task-state-changed",
+    replay = ("job-submitted", "job-kill-requested", "job-events",
               "entitlement-updated")
     tick_interval: float | None = 2.0
 

@@ -57,7 +57,7 @@ class Layout:
     def local(cls, run_dir: Path, agents: int = 3, cpu: float = 4.0, free: bool = False,
               **kw: Any) -> Layout:
         """N agents named host-1..N, zones a/b/c in turn; `free` picks free ports."""
-        ports = free_ports(4 + agents) if free else [9092, 2379, 2380, 5290] + [
+        ports = free_ports(4 + agents) if free else [19092, 12379, 12380, 5290] + [
             5300 + i for i in range(agents)]
         specs = [AgentSpec(f"host-{i + 1}", cpu=cpu, labels={"zone": "abc"[i % 3]},
                            web_port=ports[4 + i]) for i in range(agents)]

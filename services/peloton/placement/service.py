@@ -12,7 +12,7 @@ __all__ = ["PlacementCore"]
 
 class PlacementCore:
     inputs = ("job-events", "tasks-admitted", "placement-made", "placement-rejected",
-              "task-launch-requested", "task-state-changed", "offer-received")
+              "task-launch-requested", "offer-received")
     replay = inputs
 
     def __init__(self, tick_interval: float = 0.05) -> None:

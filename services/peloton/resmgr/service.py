@@ -15,7 +15,7 @@ __all__ = ["ResourceManagerCore"]
 
 
 class ResourceManagerCore:
-    inputs = ("job-events", "task-state-changed", "tasks-admitted", "offer-received")
+    inputs = ("job-events", "tasks-admitted", "offer-received")
     replay = inputs
 
     def __init__(

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh Debian 12 machine (run as root):
+# Debian's etcd-server, then this package with its test and benchmark extras.
+# Idempotent; safe to run again. EXTRAS=dev skips the benchmark extras (CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${EXTRAS:-dev,bench}"
+if ! command -v etcd >/dev/null 2>&1; then
+  echo "== installing etcd-server (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq etcd-server >/dev/null
+fi
+# Debian starts an etcd service where systemd runs; the minicluster runs its own on other ports.
+echo "== installing peloton-py[$extras] (pip)"
+python3 -m pip install -q --disable-pip-version-check -e ".[$extras]"
+echo "== ready: $(etcd --version | head -1), task $(task --version), peloton $(python3 -c 'import importlib.metadata as m; print(m.version("peloton-py"))')"
