@@ -35,6 +35,7 @@ from peloton.api.publisher import KafkaPublisher
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.readiness import announce_ready
 from peloton.readmodel.projector import Row, SourcePos, project
 from peloton.readmodel.store import Store
 
@@ -149,6 +150,7 @@ def build_worker_app(bootstrap: str, store: Store, port: int, instance: str = "1
     bound here, so a taken port fails before anything starts."""
     materializer = Materializer(store)
     app = make_app(f"peloton-readmodel-{instance}-{store.epoch()}", bootstrap)
+    announce_ready(app, "api")
     for t in TOPICS:
         _add_agent(app, t.name, materializer)
     publisher = KafkaPublisher(bootstrap)

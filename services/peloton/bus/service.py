@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -29,6 +27,7 @@ from peloton.bus.catalog import TOPICS, topic, topic_for_event
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.deadletter import dead_letter
 from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.readiness import announce_ready
 from peloton.bus.replay import Positions, replay_topics
 from peloton.model.event import Event
 
@@ -120,14 +119,7 @@ class ServiceShell:
                     await shell.election.stop()
 
         self.app.service(Lifecycle)
-
-        @self.app.on_rebalance_complete.connect
-        async def _ready(sender: Any, **kwargs: Any) -> None:
-            log.info("%s: partitions assigned, consuming", self.name)
-            marker = os.environ.get("PELOTON_READY_FILE")
-            if marker:
-                Path(marker).parent.mkdir(parents=True, exist_ok=True)
-                Path(marker).write_text(str(os.getpid()))
+        announce_ready(self.app, self.name)
 
     def _add_agent(self, topic_name: str) -> None:
         source = raw_topic(self.app, topic_name)

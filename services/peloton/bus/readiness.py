@@ -1,0 +1,28 @@
+"""Readiness: a service says when it has joined its consumer group and consumes.
+
+Where PELOTON_READY_FILE is set (the minicluster sets it per process), the file is written
+once partitions are assigned; the minicluster waits for these files before it reports up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import faust
+
+__all__ = ["announce_ready"]
+
+log = logging.getLogger(__name__)
+
+
+def announce_ready(app: faust.App, name: str) -> None:
+    @app.on_rebalance_complete.connect
+    async def _ready(sender: Any, **kwargs: Any) -> None:
+        log.info("%s: partitions assigned, consuming", name)
+        marker = os.environ.get("PELOTON_READY_FILE")
+        if marker:
+            Path(marker).parent.mkdir(parents=True, exist_ok=True)
+            Path(marker).write_text(str(os.getpid()))
