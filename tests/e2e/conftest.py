@@ -1,6 +1,6 @@
 """A real minicluster for end-to-end tests: Tansu, etcd, every service, agents running
 real processes. `minicluster_factory(**layout)` starts one with free ports in a temporary
-directory; `minicluster` is the shared one (3 agents x 4 cpus, 3 s heartbeat timeout).
+directory; `minicluster` is the shared one (3 agents x 4 cpus, 5 s heartbeat timeout).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def minicluster_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fa
 
     def make(**layout: Any) -> Cluster:
         run_dir = tmp_path_factory.mktemp("minicluster")
-        opts: dict[str, Any] = {"agents": 3, "cpu": 4.0, "heartbeat_timeout_s": 3.0,
+        opts: dict[str, Any] = {"agents": 3, "cpu": 4.0, "heartbeat_timeout_s": 5.0,
                                 "entitlement_cycle_s": 2.0}
         opts.update(layout)
         lay = Layout.local(run_dir, free=True, detach=False, **opts)

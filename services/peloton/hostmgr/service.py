@@ -24,7 +24,7 @@ class HostManagerCore:
         self.book.fold(etype, body)
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
-        self.book.fold(etype, body)
+        self.book.fold(etype, body, received_ms=now)
         return []
 
     def tick(self, now: int) -> list[Event]:

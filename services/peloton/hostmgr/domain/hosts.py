@@ -61,10 +61,16 @@ class HostBook:
         self.offered: dict[str, int] = {}  # host -> generation last offered
 
     # ---- fold -----------------------------------------------------------------------
-    def fold(self, etype: str, body: dict[str, Any]) -> None:
+    def fold(self, etype: str, body: dict[str, Any], received_ms: int | None = None) -> None:
+        """Apply a fact. Liveness counts from `received_ms` (when this host manager read
+        the record) where given, else from the event's own time (replay)."""
         handler = _FOLDS.get(etype)
         if handler is not None:
             handler(self, body)
+        if received_ms is not None and etype in ("HostRegistered", "HostStatusReported"):
+            host = self.hosts.get(body["host"])
+            if host is not None and host.incarnation == body["incarnation"]:
+                host.last_seen_ms = max(host.last_seen_ms, received_ms)
 
     def _host_registered(self, body: dict[str, Any]) -> None:
         old = self.hosts.get(body["host"])
@@ -80,8 +86,15 @@ class HostBook:
 
     def _heartbeat(self, body: dict[str, Any]) -> None:
         host = self.hosts.get(body["host"])
-        if host is not None and host.incarnation == body["incarnation"]:
-            host.last_seen_ms = max(host.last_seen_ms, body["at"])
+        if host is None or host.incarnation != body["incarnation"]:
+            return
+        host.last_seen_ms = max(host.last_seen_ms, body["at"])
+        if not host.available:
+            # Declared lost but alive after all (a stall, not a crash): offer it again.
+            # Its runs were already declared lost and rescheduled; late reports of them
+            # are stale runs to the job manager.
+            host.available = True
+            host.generation += 1
 
     def _statuses(self, body: dict[str, Any]) -> None:
         host = self.hosts.get(body["host"])
