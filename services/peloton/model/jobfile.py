@@ -53,7 +53,8 @@ class _Reader:
             self.problems.append(f"{path}: must be a mapping, got {type(value).__name__}")
             return {}
         for key in sorted(set(map(str, value)) - allowed):
-            self.problems.append(f"{path}.{key}: unknown field" if path else f"{key}: unknown field")
+            where = f"{path}.{key}" if path else key
+            self.problems.append(f"{where}: unknown field")
         return value
 
     def number(self, value: Any, path: str) -> float | None:
@@ -125,7 +126,8 @@ def _task_config(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
             elif isinstance(variables, Mapping):
                 env = {str(k): str(v) for k, v in variables.items()}
             else:
-                r.problems.append(f"{path}.command.environment: must list {{name, value}} variables")
+                r.problems.append(
+                    f"{path}.command.environment: must list {{name, value}} variables")
     constraint = cfg.get("constraint")
     restart = r.mapping(cfg.get("restartPolicy"), f"{path}.restartPolicy", {"maxFailures"})
     ports_raw = cfg.get("ports")
@@ -144,7 +146,8 @@ def _task_config(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
         "gpu_limit": r.number(res.get("gpuLimit"), f"{path}.resource.gpuLimit"),
         "command": command,
         "env": env,
-        "constraint_json": json.dumps(constraint, sort_keys=True) if constraint is not None else None,
+        "constraint_json": (json.dumps(constraint, sort_keys=True)
+                            if constraint is not None else None),
         "max_failures": r.integer(restart.get("maxFailures"), f"{path}.restartPolicy.maxFailures"),
         "labels": r.labels(cfg.get("labels"), f"{path}.labels"),
         "ports": ports,

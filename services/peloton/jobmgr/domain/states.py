@@ -8,7 +8,7 @@ does not go "back" to PENDING: a new run (attempt) starts at INITIALIZED.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 
 __all__ = [
     "TaskState", "JobState", "TRANSITIONS", "TERMINAL", "ACTIVE", "IllegalTransition",
@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 
-class TaskState(str, Enum):
+class TaskState(StrEnum):
     INITIALIZED = "INITIALIZED"
     PENDING = "PENDING"
     READY = "READY"
@@ -34,7 +34,7 @@ class TaskState(str, Enum):
     KILLED = "KILLED"
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
@@ -91,7 +91,9 @@ def is_on_host(state: TaskState) -> bool:
     return state in _ON_HOST or state in {S.KILLING, S.PREEMPTING}
 
 
-def derive_job_state(counts: Mapping[TaskState, int], instance_count: int, killing: bool) -> JobState:
+def derive_job_state(
+    counts: Mapping[TaskState, int], instance_count: int, killing: bool
+) -> JobState:
     """Peloton's rule order: the first matching rule wins.
 
     1. SUCCEEDED >= N -> SUCCEEDED; 2. SUCCEEDED+FAILED+LOST >= N -> FAILED;

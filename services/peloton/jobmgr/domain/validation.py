@@ -141,3 +141,15 @@ def validate_submission(
         "placement_strategy": strategy, "default_task": default_task,
         "instance_tasks": instance_tasks,
     }, []
+
+
+def check_job_document(body: dict[str, Any]) -> dict[str, Any]:
+    """Validate a JobSubmitted body before it is published (API, CLI): the same checks the
+    job manager makes, except the pool (only the resource manager knows the pool tree).
+    Raises JobFileError listing every problem."""
+    from peloton.model.jobfile import JobFileError
+
+    _, problems = validate_submission(body, None, None, body["submitted_at"])
+    if problems:
+        raise JobFileError(problems)
+    return body
