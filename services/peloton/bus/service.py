@@ -58,7 +58,7 @@ class ServiceShell:
     def __init__(
         self, name: str, instance: str, core: ServiceCore, bootstrap: str,
         etcd: str | None = None, leader_key: str | None = None, lease_ttl: float = 2.0,
-        codec: Codec | None = None, web_port: int | None = None,
+        codec: Codec | None = None, web_port: int | None = None, web_bind: str = "127.0.0.1",
     ) -> None:
         self.name = name
         self.instance = instance
@@ -73,7 +73,8 @@ class ServiceShell:
             from peloton.ha.election import LeaderElection
 
             self.election = LeaderElection(etcd, leader_key, f"{name}-{instance}", ttl=lease_ttl)
-        self.app = make_app(f"peloton-{name}-{instance}", bootstrap, web_port=web_port)
+        self.app = make_app(f"peloton-{name}-{instance}", bootstrap, web_port=web_port,
+                            web_bind=web_bind)
         self._out = {t.name: raw_topic(self.app, t.name) for t in TOPICS}
         self._backlog: list[Event] = []
         self._wire()
