@@ -72,7 +72,12 @@ def create_pool(client: httpx.Client, path: str) -> None:
 
 def running(client: httpx.Client, job_id: str) -> int:
     resp = client.get(f"/v1/jobs/{job_id}")
-    return int(resp.json()["task_counts"].get("RUNNING", 0)) if resp.status_code == 200 else 0
+    if resp.status_code != 200:
+        return 0
+    job = resp.json()
+    if job["state"] == "REJECTED":
+        pytest.fail(f"job {job_id} rejected: {job['rejection_reasons']}")
+    return int(job["task_counts"].get("RUNNING", 0))
 
 
 def test_a_second_pool_preempts_exactly_its_reservation(cluster: Cluster,

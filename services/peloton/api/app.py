@@ -1,5 +1,6 @@
 """The HTTP API: submit and kill jobs (published to the bus), read everything else from
-the read model. OpenAPI at /openapi.json, interactive docs at /docs.
+the read model. OpenAPI at /openapi.json, interactive docs at /docs. Resource pools
+(reads, and create/update/delete requests) are in peloton.api.pools.
 
 Contract:
 - Writes are facts published through a `Publisher`; a 202 means the broker acknowledged
@@ -41,15 +42,17 @@ from peloton.api.errors import (
     UnsupportedMediaType,
     error_body,
 )
+from peloton.api.pools import Pool, PoolList, pools_router
 from peloton.api.publisher import Publisher
 from peloton.bus.codec import EncodeError
 from peloton.jobmgr.domain.states import JobState
+from peloton.jobmgr.domain.validation import check_job_document
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.jobfile import JobFileError, job_document_to_submitted, parse_job_file
 from peloton.readmodel.store import Store
 
-__all__ = ["create_app", "JOB_CONTENT_TYPES", "problem_details"]
+__all__ = ["create_app", "JOB_CONTENT_TYPES", "problem_details", "Pool", "PoolList"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -163,25 +166,6 @@ class Host(BaseModel):
 
 class HostList(BaseModel):
     hosts: list[Host]
-
-
-class Pool(BaseModel):
-    pool: str
-    parent: str | None
-    cycle: int
-    at: int
-    capacity: dict[str, float]
-    reservation: dict[str, float]
-    limit: dict[str, float]
-    entitlement: dict[str, float]
-    slack_entitlement: dict[str, float]
-    nonslack_entitlement: dict[str, float]
-    allocation: dict[str, float]
-    demand: dict[str, float]
-
-
-class PoolList(BaseModel):
-    pools: list[Pool]
 
 
 class DeadLetter(BaseModel):
@@ -383,10 +367,7 @@ def create_app(
     async def list_hosts() -> dict[str, Any]:
         return {"hosts": await db(store.hosts)}
 
-    @app.get("/v1/pools", response_model=PoolList, tags=["cluster"])
-    async def list_pools() -> dict[str, Any]:
-        """The resource pools of the newest entitlement cycle."""
-        return {"pools": await db(store.pools)}
+    app.include_router(pools_router(store, publish, db, clock))
 
     @app.get("/v1/dead-letters", response_model=DeadLetterList, tags=["cluster"])
     async def list_dead_letters(limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:
@@ -407,8 +388,8 @@ def create_app(
 def _parse_job(text: str, ctype: str, job_id: str, now_ms: int) -> dict[str, Any]:
     try:
         if ctype == "application/json":
-            return job_document_to_submitted(json.loads(text), job_id, now_ms)
-        return parse_job_file(text, job_id, now_ms)
+            return check_job_document(job_document_to_submitted(json.loads(text), job_id, now_ms))
+        return check_job_document(parse_job_file(text, job_id, now_ms))
     except json.JSONDecodeError as exc:
         raise BadRequest("invalid job file",
                          problem_details([f"not valid JSON: {exc}"])) from exc

@@ -51,6 +51,15 @@ TOPICS: tuple[Topic, ...] = (
           doc="hostmgr's view of hosts for placement and resmgr"),
     Topic("dead-letters", "source_topic", 1, ("DeadLetterRecorded",),
           doc="records a service could not decode or validate, with the reason"),
+    Topic("respool-requested", "pool", 1,
+          ("ResourcePoolCreateRequested", "ResourcePoolUpdateRequested",
+           "ResourcePoolDeleteRequested"), public=True,
+          doc="create, update or delete resource pools (one partition: decided in order)"),
+    Topic("respool-events", "pool", 1,
+          ("ResourcePoolCreated", "ResourcePoolUpdated", "ResourcePoolDeleted",
+           "ResourcePoolRequestRejected", "TasksPreempted"),
+          doc="resmgr's facts about pools: the tree's changes (one partition, so replay "
+              "rebuilds the tree in order), refused requests, and preemptions per pool"),
 )
 
 DEAD_LETTER = "dead-letters"

@@ -99,9 +99,11 @@ class Codec:
         if ver is None:
             raise EncodeError(f"unknown event type {event_type!r}")
         if version is not None and version != ver.version:
-            ver = next(
-                v for v in self._by_fp.values() if v.name == event_type and v.version == version
-            )
+            found = [v for v in self._by_fp.values()
+                     if v.name == event_type and v.version == version]
+            if not found:
+                raise EncodeError(f"{event_type} has no version {version}")
+            ver = found[0]
         buf = io.BytesIO()
         buf.write(MARKER)
         buf.write(ver.fingerprint)

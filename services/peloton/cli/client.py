@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -114,11 +115,44 @@ class PelotonClient:
     def pools(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/pools"))
 
+    # ---- resource pools -----------------------------------------------------------------
+    def pool(self, path: str) -> dict[str, Any]:
+        return dict(self._json("GET", _pool_url(path)))
+
+    def create_pool(self, path: str, text: str,
+                    content_type: str = "application/yaml") -> dict[str, Any]:
+        return dict(self._json("POST", _pool_url(path), content=text.encode(),
+                               headers={"content-type": content_type}))
+
+    def update_pool(self, path: str, text: str,
+                    content_type: str = "application/yaml") -> dict[str, Any]:
+        return dict(self._json("PUT", _pool_url(path), content=text.encode(),
+                               headers={"content-type": content_type}))
+
+    def delete_pool(self, path: str) -> dict[str, Any]:
+        return dict(self._json("DELETE", _pool_url(path)))
+
+    def pool_request(self, request_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/pool-requests/{quote(request_id, safe='')}"))
+
+    def preemptions(self, job_id: str | None = None, pool: str | None = None,
+                    limit: int = 1000) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if job_id:
+            params["job_id"] = job_id
+        if pool:
+            params["pool"] = pool
+        return dict(self._json("GET", "/v1/preemptions", params=params))
+
     def dead_letters(self, limit: int = 100) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/dead-letters", params={"limit": limit}))
 
     def health(self) -> dict[str, Any]:
         return dict(self._json("GET", "/healthz"))
+
+
+def _pool_url(path: str) -> str:
+    return "/v1/pools/" + quote(path.strip("/"), safe="/")
 
 
 def _api_error(resp: httpx.Response) -> ApiError:

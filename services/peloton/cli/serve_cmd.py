@@ -50,16 +50,34 @@ def build() -> typer.Typer:
                      etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None).run()
 
     @serve.command("resmgr")
-    def resmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
-               instance: str = "1", cycle: float = 10.0, lease_ttl: float = 2.0,
-               preemption_cycles: int = 3) -> None:
-        """Resource manager (one leader through etcd): pools, entitlement, admission."""
+    def resmgr(
+        bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
+        instance: str = "1",
+        cycle: Annotated[float, typer.Option(
+            envvar="PELOTON_RESMGR_CYCLE", help="entitlement cycle, seconds")] = 10.0,
+        lease_ttl: float = 2.0,
+        preemption: Annotated[bool, typer.Option(
+            envvar="PELOTON_RESMGR_PREEMPTION",
+            help="preempt pools over their entitlement (and within pools for higher "
+                 "priority); also limits non-preemptible work to the reservation")] = True,
+        preemption_cycles: Annotated[int, typer.Option(
+            envvar="PELOTON_RESMGR_PREEMPTION_CYCLES", min=1,
+            help="consecutive cycles a pool must be over its entitlement before its "
+                 "excess is preempted")] = 3,
+        in_pool_preemption: Annotated[bool, typer.Option(
+            envvar="PELOTON_RESMGR_IN_POOL_PREEMPTION",
+            help="let higher-priority pending gangs preempt within their pool")] = True,
+    ) -> None:
+        """Resource manager (one leader through etcd): pools, entitlement, admission,
+        preemption."""
         from peloton.bus.service import ServiceShell
         from peloton.resmgr.service import ResourceManagerCore
 
         _logging(f"resmgr-{instance}")
         core = ResourceManagerCore(entitlement_cycle_s=cycle,
-                                   preemption_cycles=preemption_cycles)
+                                   preemption_cycles=preemption_cycles,
+                                   preemption=preemption,
+                                   in_pool_preemption=in_pool_preemption)
         ServiceShell("resmgr", instance, core, bootstrap, etcd=etcd,
                      leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl).run()
 
@@ -81,6 +99,11 @@ def build() -> typer.Typer:
         cpu: float = 4.0, memory: float = 4096.0, disk: float = 10240.0, gpu: float = 0.0,
         label: Annotated[list[str] | None, typer.Option(help="k=v, repeatable")] = None,
         web_port: int = 0, sandbox: Path = Path("/tmp/peloton-sandboxes"),
+        web_bind: Annotated[str, typer.Option(help="address the log server listens on")] =
+        "127.0.0.1",
+        advertise_host: Annotated[str | None, typer.Option(
+            help="address others reach this agent's logs at (default: the bind address)")] =
+        None,
         simulated: bool = False, heartbeat: float = 1.0,
         port_range: str = "31000-32000",
     ) -> None:
@@ -96,10 +119,10 @@ def build() -> typer.Typer:
             host=host, incarnation=uuid.uuid4().hex[:12],
             capacity=Resources(cpu, memory, disk, gpu), labels=labels, sandbox_root=sandbox,
             simulated=simulated, heartbeat_s=heartbeat, port_range=(begin, end),
-            log_url=f"http://127.0.0.1:{web_port}" if web_port else "")
+            log_url=f"http://{advertise_host or web_bind}:{web_port}" if web_port else "")
         core = AgentCore(config)
         shell = ServiceShell(f"agent-{host}", "1", core, bootstrap,
-                             web_port=web_port or None)
+                             web_port=web_port or None, web_bind=web_bind)
         if web_port:
             _serve_logs(shell.app, core)
         shell.run()
@@ -108,12 +131,14 @@ def build() -> typer.Typer:
     def api(bootstrap: Bootstrap = "127.0.0.1:9092",
             dsn: Annotated[str, typer.Option(envvar="PELOTON_CLICKHOUSE_DSN")] =
             "chdb:///tmp/peloton-chdb",
-            port: int = 5290, instance: str = "1") -> None:
+            port: int = 5290, instance: str = "1",
+            host: Annotated[str, typer.Option(help="listen address (0.0.0.0 in a pod)")] =
+            "127.0.0.1") -> None:
         """Read model (ClickHouse) + HTTP API in one process."""
         from peloton.api.service import run_api
 
         _logging("api")
-        run_api(bootstrap, dsn, port, instance)
+        run_api(bootstrap, dsn, port, instance, host)
 
     return serve
 

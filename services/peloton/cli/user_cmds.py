@@ -3,8 +3,9 @@
 Every command takes `-o/--output json|table` (json prints the API's JSON, for scripts) and
 `--api URL` (default: $PELOTON_API or http://127.0.0.1:5290).
 Exit codes: 0 ok; 1 the API answered with an error, or a waited-for job did not succeed;
-2 invalid input (a job file is checked locally before anything is sent); 3 the API is
-unreachable.
+2 invalid input (job and pool files are checked locally before anything is sent); 3 the
+API is unreachable. Pool changes wait for the resource manager's answer (exit 1 when it
+rejects them, with its reasons) unless --no-wait.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
 from rich.tree import Tree
 
 from peloton.cli.client import ApiError, ApiUnreachable, PelotonClient, default_api
+from peloton.jobmgr.domain.validation import check_job_document
 from peloton.model.jobfile import JobFileError, parse_job_file
 
 __all__ = ["register", "Output", "EXIT_API_ERROR", "EXIT_INVALID", "EXIT_UNREACHABLE"]
@@ -120,7 +123,8 @@ def job_create(
         problems.append("--job-id: 1-128 letters, digits, '.', '_' or '-', starting with a "
                         "letter or digit")
     try:
-        parse_job_file(text, job_id or "local-check", int(time.time() * 1000))
+        check_job_document(parse_job_file(text, job_id or "local-check",
+                                          int(time.time() * 1000)))
     except JobFileError as exc:
         problems.extend(exc.problems)
     if problems:
@@ -331,8 +335,13 @@ def host_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
     _out().print(table)
 
 
+def _kinds(values: dict[str, float] | None) -> str:
+    return _res(values, "cpu", "memory", "disk", "gpu")
+
+
 def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
-    """Show the resource pool tree with entitlement, allocation and demand."""
+    """Show the resource pool tree: reservation, limit, share, entitlement, allocation and
+    demand (cpu and memory; `respool get` shows every kind)."""
     with _client(api) as client:
         data = client.pools()
     if output is Output.json:
@@ -351,7 +360,10 @@ def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
 
     def grow(node: Tree, name: str) -> None:
         p = pools[name]
-        label = (f"[bold]{name}[/bold]  entitlement {_res(p['entitlement'], 'cpu', 'memory')}"
+        share = f" · share {_res(p['share'], 'cpu', 'memory')}" if p.get("share") else ""
+        label = (f"[bold]{name}[/bold]  reservation {_res(p['reservation'], 'cpu', 'memory')}"
+                 f" · limit {_res(p['limit'], 'cpu', 'memory')}{share}"
+                 f" · entitlement {_res(p['entitlement'], 'cpu', 'memory')}"
                  f" · allocation {_res(p['allocation'], 'cpu', 'memory')}"
                  f" · demand {_res(p['demand'], 'cpu', 'memory')}")
         branch = node.add(label)
@@ -361,6 +373,151 @@ def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
     for root in children.get(None, []):
         grow(tree, root)
     _out().print(tree)
+
+
+def respool_get(
+    path: Annotated[str, typer.Argument(help="pool path, e.g. /team-a/batch")],
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Show one pool: config per kind with its entitlement, allocation and demand."""
+    with _client(api) as client:
+        pool = client.pool(path)
+    if output is Output.json:
+        _print_json(pool)
+        return
+    config = pool.get("config") or {}
+    head = Table(show_header=False, box=None)
+    head.add_column(style="bold")
+    head.add_column()
+    for key, value in (
+        ("pool", pool["pool"]), ("parent", pool["parent"] or "-"),
+        ("description", config.get("description") or "-"),
+        ("cycle", f"{pool['cycle']} at {_ts(pool['at'])}"),
+        ("slack limit", f"{config['slack_limit_percent']:g}%" if config else "-"),
+        ("controller limit", "-" if config.get("controller_limit_percent") is None
+         else f"{config['controller_limit_percent']:g}%"),
+    ):
+        head.add_row(key, value)
+    _out().print(head)
+    types = {r["kind"]: r["type"] for r in config.get("resources", [])}
+    table = Table("KIND", "RESERVATION", "LIMIT", "SHARE", "TYPE", "ENTITLEMENT", "NON-SLACK",
+                  "SLACK", "ALLOCATION", "DEMAND")
+    for kind in ("cpu", "memory", "disk", "gpu"):
+        cells = [pool[f].get(kind, 0.0) for f in (
+            "reservation", "limit", "share", "entitlement", "nonslack_entitlement",
+            "slack_entitlement", "allocation", "demand")] if pool.get("share") else [
+            pool[f].get(kind, 0.0) for f in ("reservation", "limit")] + [None] + [
+            pool[f].get(kind, 0.0) for f in ("entitlement", "nonslack_entitlement",
+                                            "slack_entitlement", "allocation", "demand")]
+        text = ["-" if c is None else f"{c:g}" for c in cells]
+        table.add_row(kind, *text[:3], types.get(kind, "-"), *text[3:])
+    _out().print(table)
+
+
+def _read_pool_file(file: Path, path: str, allow_move: bool) -> str:
+    """The file's text after a local check; invalid input ends the command with exit 2."""
+    from peloton.resmgr.domain.poolbook import normalize_path, parse_pool_document, split_path
+
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        _err(f"error: cannot read {file}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+    try:
+        wanted = normalize_path(path)
+        doc = yaml.safe_load(text)
+    except ValueError as exc:  # a path not starting with "/"
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+    except yaml.YAMLError as exc:
+        _err(f"error: {file} is not valid YAML/JSON: {exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+    _, parent, problems = parse_pool_document(doc, wanted)
+    if parent is not None and not allow_move and parent != split_path(wanted)[0]:
+        problems.append(f"parent: {parent} is not the path's parent {split_path(wanted)[0]}")
+    if problems:
+        _err(f"error: {file} is not a valid resource pool config:")
+        for problem in problems:
+            _err(f"  {problem}")
+        raise typer.Exit(EXIT_INVALID)
+    return text
+
+
+def _outcome(client: PelotonClient, accepted: dict[str, Any], wait: bool, timeout: float,
+             output: Output, done: str) -> None:
+    """Follow a pool request to the resource manager's answer (unless --no-wait)."""
+    if not wait:
+        if output is Output.json:
+            _print_json(accepted)
+        else:
+            _out().print(f"{accepted['operation'].lower()} of pool [bold]{accepted['path']}"
+                         f"[/bold] requested ({accepted['request_id']})")
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = client.pool_request(accepted["request_id"])
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            answer = None
+        if answer is not None and answer["state"] != "REQUESTED":
+            break
+        if time.monotonic() > deadline:
+            _err(f"error: no answer to request {accepted['request_id']} within {timeout:g}s "
+                 "(is the resource manager running?)")
+            raise typer.Exit(EXIT_API_ERROR)
+        time.sleep(0.2)
+    if output is Output.json:
+        _print_json(answer)
+    if answer["state"] == "REJECTED":
+        _err(f"error: {answer['operation'].lower()} of pool {answer['path']} rejected:")
+        for reason in answer["reasons"]:
+            _err(f"  {reason}")
+        raise typer.Exit(EXIT_API_ERROR)
+    if output is Output.table:
+        _out().print(f"pool [bold]{answer['path']}[/bold] {done}")
+
+
+WaitOpt = Annotated[bool, typer.Option(
+    "--wait/--no-wait", help="wait for the resource manager's answer")]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds to wait for the answer")]
+
+
+def respool_create(
+    path: Annotated[str, typer.Argument(help="the new pool's path, e.g. /team-a/batch")],
+    file: Annotated[Path, typer.Argument(help="a ResourcePoolConfig (YAML or JSON)")],
+    wait: WaitOpt = True, timeout: TimeoutOpt = 30.0,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Create a resource pool (its parent must exist). The file is checked locally first."""
+    text = _read_pool_file(file, path, allow_move=False)
+    with _client(api) as client:
+        _outcome(client, client.create_pool(path, text), wait, timeout, output, "created")
+
+
+def respool_update(
+    path: Annotated[str, typer.Argument(help="the pool's path")],
+    file: Annotated[Path, typer.Argument(
+        help="its new ResourcePoolConfig; a `parent` field different from the current "
+             "parent moves the pool")],
+    wait: WaitOpt = True, timeout: TimeoutOpt = 30.0,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Replace a pool's config (and move it when the file names another parent)."""
+    text = _read_pool_file(file, path, allow_move=True)
+    with _client(api) as client:
+        _outcome(client, client.update_pool(path, text), wait, timeout, output, "updated")
+
+
+def respool_delete(
+    path: Annotated[str, typer.Argument(help="the pool's path")],
+    wait: WaitOpt = True, timeout: TimeoutOpt = 30.0,
+    output: OutputOpt = Output.table, api: ApiOpt = None,
+) -> None:
+    """Delete a leaf pool that holds no tasks."""
+    with _client(api) as client:
+        _outcome(client, client.delete_pool(path), wait, timeout, output, "deleted")
 
 
 # ---- registration ---------------------------------------------------------------------
@@ -378,6 +535,8 @@ def register(app: typer.Typer) -> typer.Typer:
     app.add_typer(_typer("Inspect tasks and their logs.",
                          {"list": task_list, "logs": task_logs}), name="task")
     app.add_typer(_typer("Inspect hosts.", {"list": host_list}), name="host")
-    respool = _typer("Resource pools.", {"list": respool_list})
+    respool = _typer("Resource pools.", {
+        "create": respool_create, "get": respool_get, "list": respool_list,
+        "update": respool_update, "delete": respool_delete})
     app.add_typer(respool, name="respool")
     return respool

@@ -15,7 +15,7 @@ class JobManagerCore:
 
     inputs = ("job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
               "placement-rejected", "task-launch-requested", "task-status-reported",
-              "offer-received", "entitlement-updated")
+              "offer-received", "entitlement-updated", "respool-events")
     # its own facts plus the public requests, so a restart neither repeats nor forgets
     replay = ("job-submitted", "job-kill-requested", "job-events",
               "entitlement-updated")
@@ -28,8 +28,8 @@ class JobManagerCore:
         self.book.apply(etype, body)
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
-        if etype in ("OfferReceived", "AdmissionDeferred"):
-            return []
+        if etype in ("OfferReceived", "AdmissionDeferred") or etype.startswith("ResourcePool"):
+            return []  # respool-events: only TasksPreempted concerns the job manager
         return self.book.handle(etype, body, now)
 
     def tick(self, now: int) -> list[Event]:

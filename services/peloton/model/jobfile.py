@@ -50,7 +50,8 @@ class _Reader:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            self.problems.append(f"{path}: must be a mapping, got {type(value).__name__}")
+            self.problems.append(f"{path or 'job file'}: must be a mapping, "
+                                 f"got {type(value).__name__}")
             return {}
         for key in sorted(set(map(str, value)) - allowed):
             where = f"{path}.{key}" if path else key
@@ -132,9 +133,11 @@ def _task_config(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
     restart = r.mapping(cfg.get("restartPolicy"), f"{path}.restartPolicy", {"maxFailures"})
     ports_raw = cfg.get("ports")
     ports: list[str] | None = None
-    if ports_raw is not None:
+    if ports_raw is not None and not isinstance(ports_raw, list):
+        r.problems.append(f"{path}.ports: must be a list of {{name, envName}}")
+    elif ports_raw is not None:
         ports = []
-        for i, p in enumerate(ports_raw if isinstance(ports_raw, list) else [None]):
+        for i, p in enumerate(ports_raw):
             if not isinstance(p, Mapping) or not p.get("name"):
                 r.problems.append(f"{path}.ports[{i}]: must be {{name: ..., envName: ...}}")
                 continue

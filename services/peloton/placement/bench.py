@@ -3,9 +3,12 @@
 A seeded synthetic cluster (zones, racks, large/medium/GPU hosts, port ranges, slack,
 some load already on it) receives a seeded stream of jobs (batch PACK, services SPREAD
 with per-host caps and ports, constrained, GPU, revocable, gangs, a few impossible ones)
-in rounds of ``round_size`` tasks. Each round the host views are rebuilt from the bench's
-own bookkeeping (untimed), `place` runs (timed), the independent checker verifies the
-result (untimed) and the placements are applied to the bookkeeping.
+in rounds of ``round_size`` tasks. Each round (timed) refreshes the host table the way
+the placement service does (by default one `HostTable` kept across rounds, the rows of the
+hosts the previous round placed on rebuilt from the bench's bookkeeping and updated; with
+``host_table="rebuild"`` a new table from every host's view, whose views are built
+untimed) and runs `place`; then the independent checker verifies the result (untimed)
+and the placements are applied to the bookkeeping.
 
 Packing quality: small instances (<= 200 tasks) are placed with PACK on identical empty
 hosts and compared with CP-SAT's (OR-Tools, imported lazily) optimum or, when not proven
@@ -39,7 +42,14 @@ from peloton.model.constraint import (
 )
 from peloton.model.resources import Resources
 from peloton.placement.checker import check_round
-from peloton.placement.domain import HostView, RoundResult, Strategy, TaskRequest, place
+from peloton.placement.domain import (
+    HostTable,
+    HostView,
+    RoundResult,
+    Strategy,
+    TaskRequest,
+    place,
+)
 
 __all__ = ["BenchConfig", "run_bench", "make_cluster", "make_jobs", "pack_quality"]
 
@@ -57,6 +67,11 @@ class BenchConfig:
     pack_quality: bool = True
     quality_instances: int = 8
     quality_time_limit_s: float = 5.0
+    host_table: str = "incremental"
+    """"incremental": one `HostTable` kept across rounds, the rows of the hosts the last
+    round changed refreshed before each round (what the placement service does; the
+    refresh is timed with the round); "rebuild": a new table from every host view per
+    round (the rebuild is timed)."""
 
 
 @dataclass
@@ -71,25 +86,28 @@ class _Cluster:
     next_port: list[int]
     task_labels: list[dict[str, int]] = field(default_factory=list)
 
-    def views(self) -> list[HostView]:
-        cap = self.capacity.tolist()
-        free = self.free.tolist()
-        slack = self.slack.tolist()
+    def views(self, hosts: Sequence[int] | None = None) -> list[HostView]:
+        """Host views of every host, or of ``hosts`` (positions in ``names``)."""
+        which = range(len(self.names)) if hosts is None else hosts
         out = []
-        for i, name in enumerate(self.names):
+        for i in which:
             port = self.next_port[i]
             out.append(HostView(
-                name, Resources(*cap[i]), Resources(*free[i]), Resources(*slack[i]),
-                self.labels[i], self.task_labels[i],
+                self.names[i], Resources(*self.capacity[i].tolist()),
+                Resources(*self.free[i].tolist()), Resources(*self.slack[i].tolist()),
+                self.labels[i], dict(self.task_labels[i]),
                 ((port, _PORT_HI),) if port <= _PORT_HI else (),
             ))
         return out
 
-    def apply(self, tasks: dict[str, TaskRequest], result: RoundResult) -> None:
+    def apply(self, tasks: dict[str, TaskRequest], result: RoundResult) -> list[int]:
+        """Record the round's placements; the positions of the hosts that changed."""
         index = {n: i for i, n in enumerate(self.names)}
+        changed: dict[int, None] = {}
         for p in result.placements:
             t = tasks[p.task_id]
             i = index[p.host]
+            changed[i] = None
             pool = self.slack if t.revocable else self.free
             pool[i] -= (t.resources.cpu, t.resources.memory, t.resources.disk, t.resources.gpu)
             if p.ports:
@@ -97,6 +115,7 @@ class _Cluster:
             counts = self.task_labels[i]
             label = f"peloton.job_id={t.job_id}"
             counts[label] = counts.get(label, 0) + 1
+        return list(changed)
 
 
 def make_cluster(n: int, rng: random.Random) -> _Cluster:
@@ -203,15 +222,25 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     rng = random.Random(cfg.seed)
     cluster = make_cluster(cfg.hosts, rng)
     rounds = _rounds(make_jobs(cfg.tasks, rng), cfg.round_size)
+    incremental = cfg.host_table == "incremental"
+    # the service builds its table once, when it first hears of the hosts (untimed here)
+    table = HostTable(cluster.views()) if incremental else None
+    changed: list[int] = []
     times: list[float] = []
     cpu = 0.0
     placed = violations = 0
     codes: dict[str, int] = {}
     samples: list[str] = []
     for tasks in rounds:
-        views = cluster.views()
         start, start_cpu = time.perf_counter(), time.process_time()
-        result = place(views, tasks)
+        if table is not None:  # refresh the rows the last round changed, then place
+            table.update(cluster.views(changed))
+            views: Sequence[HostView] = list(table.views)
+            result = place(table, tasks)
+        else:  # rebuild every row from host views, then place
+            views = cluster.views()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            result = place(views, tasks)
         times.append(time.perf_counter() - start)
         cpu += time.process_time() - start_cpu
         if cfg.check:
@@ -221,7 +250,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         placed += len(result.placements)
         for code in result.codes.values():
             codes[code.value] = codes.get(code.value, 0) + 1
-        cluster.apply({t.task_id: t for t in tasks}, result)
+        changed = cluster.apply({t.task_id: t for t in tasks}, result)
     total = sum(times)
     ms = sorted(t * 1000 for t in times)
     out: dict[str, Any] = {
@@ -230,6 +259,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         "seed": cfg.seed,
         "rounds": len(rounds),
         "round_size": cfg.round_size,
+        "host_table": cfg.host_table,
         "placed": placed,
         "unplaced_by_code": dict(sorted(codes.items())),
         "engine_s": round(total, 3),

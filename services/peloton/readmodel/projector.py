@@ -80,6 +80,18 @@ COLUMNS: Mapping[str, Mapping[str, Any]] = {
         "at": 0, "service": "", "source_topic": "", "partition": 0, "offset": 0, "reason": "",
         "key": None, "value_size": 0, "value_b64": "", **_SRC,
     },
+    "pool_configs": {
+        "pool": "", "version": 0, "at": 0, "deleted": False, "parent": None,
+        "config_json": "", "request_id": "", **_SRC,
+    },
+    "pool_requests": {
+        "request_id": "", "version": 0, "at": 0, "path": "", "operation": "", "state": "",
+        "reasons": [], **_SRC,
+    },
+    "preemptions": {
+        "job_id": "", "instance": 0, "run": 0, "at": 0, "pool": "", "reason": "",
+        "detail": "", **_SRC,
+    },
 }
 TABLES: tuple[str, ...] = tuple(COLUMNS)
 
@@ -256,6 +268,70 @@ def _entitlement_updated(b: dict[str, Any], src: SourcePos) -> list[Row]:
     return rows
 
 
+# ---- pool configs, pool requests, preemptions -------------------------------------------
+# A pool's config and a request's outcome come from one single-partition topic each, but
+# the broker may restart (offsets start again): order by event time, then offset. The
+# resmgr's answer to a request outranks the request itself (first lane).
+_OPERATIONS = {"ResourcePoolCreateRequested": "CREATE", "ResourcePoolUpdateRequested": "UPDATE",
+               "ResourcePoolDeleteRequested": "DELETE", "ResourcePoolCreated": "CREATE",
+               "ResourcePoolUpdated": "UPDATE", "ResourcePoolDeleted": "DELETE"}
+
+
+def _pool_requested(etype: str) -> Callable[[dict[str, Any], SourcePos], list[Row]]:
+    def rows(b: dict[str, Any], src: SourcePos) -> list[Row]:
+        return [_row("pool_requests", src, 0, request_id=b["request_id"],
+                     version=version(0, b["at"], src.offset), at=b["at"], path=b["path"],
+                     operation=_OPERATIONS[etype], state="REQUESTED")]
+    return rows
+
+
+def _answered(etype: str, b: dict[str, Any], src: SourcePos, path: str, state: str,
+              reasons: list[str], index: int) -> Row:
+    operation = b["operation"] if state == "REJECTED" else _OPERATIONS[etype]
+    return _row("pool_requests", src, index, request_id=b["request_id"],
+                version=version(1, b["at"], src.offset), at=b["at"], path=path,
+                operation=operation, state=state, reasons=reasons)
+
+
+def _pool_config_row(b: dict[str, Any], src: SourcePos, index: int, pool: str,
+                     parent: str | None, config: dict[str, Any] | None) -> Row:
+    return _row("pool_configs", src, index, pool=pool,
+                version=version(b["at"], src.offset, index), at=b["at"],
+                deleted=config is None, parent=parent, request_id=b["request_id"],
+                config_json="" if config is None else json.dumps(config, sort_keys=True))
+
+
+def _pool_created(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    p = b["pool"]
+    return [_pool_config_row(b, src, 0, p["path"], p["parent"], p["config"]),
+            _answered("ResourcePoolCreated", b, src, p["path"], "ACCEPTED", [], 0)]
+
+
+def _pool_updated(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    rows = [_pool_config_row(b, src, i, path, None, None)
+            for i, path in enumerate(b["removed"])]
+    rows += [_pool_config_row(b, src, len(rows) + i, p["path"], p["parent"], p["config"])
+             for i, p in enumerate(b["pools"])]
+    return rows + [_answered("ResourcePoolUpdated", b, src, b["path"], "ACCEPTED", [], 0)]
+
+
+def _pool_deleted(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    return [_pool_config_row(b, src, 0, b["path"], None, None),
+            _answered("ResourcePoolDeleted", b, src, b["path"], "ACCEPTED", [], 0)]
+
+
+def _pool_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    return [_answered("ResourcePoolRequestRejected", b, src, b["path"], "REJECTED",
+                      list(b["reasons"]), 0)]
+
+
+def _tasks_preempted(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    return [_row("preemptions", src, i, job_id=t["job_id"], instance=t["instance"],
+                 run=t["run"], at=b["at"], pool=b["pool"], reason=t["reason"],
+                 detail=t["detail"])
+            for i, t in enumerate(b["tasks"])]
+
+
 def _dead_letter_recorded(b: dict[str, Any], src: SourcePos) -> list[Row]:
     key: bytes | None = b["key"]
     value: bytes = b["value"]
@@ -283,6 +359,14 @@ _PROJECTIONS: Mapping[str, Callable[[dict[str, Any], SourcePos], list[Row]]] = {
     "OfferReceived": _offer_received,
     "EntitlementUpdated": _entitlement_updated,
     "DeadLetterRecorded": _dead_letter_recorded,
+    "ResourcePoolCreateRequested": _pool_requested("ResourcePoolCreateRequested"),
+    "ResourcePoolUpdateRequested": _pool_requested("ResourcePoolUpdateRequested"),
+    "ResourcePoolDeleteRequested": _pool_requested("ResourcePoolDeleteRequested"),
+    "ResourcePoolCreated": _pool_created,
+    "ResourcePoolUpdated": _pool_updated,
+    "ResourcePoolDeleted": _pool_deleted,
+    "ResourcePoolRequestRejected": _pool_rejected,
+    "TasksPreempted": _tasks_preempted,
 }
 
 

@@ -162,6 +162,54 @@ CREATE TABLE IF NOT EXISTS {db}.dead_letters (
 ) ENGINE = ReplacingMergeTree
 ORDER BY (src_topic, src_partition, src_offset, src_index, at);
 
+-- one row per pool path: its config as the resource manager last decided it (deleted: the
+-- path no longer exists). The implicit /default pool has a row only once it was updated.
+CREATE TABLE IF NOT EXISTS {db}.pool_configs (
+    pool String,
+    version UInt256,
+    at Int64,
+    deleted Bool,
+    parent Nullable(String),
+    config_json String,
+    request_id String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY pool;
+
+-- one row per pool request: REQUESTED, then ACCEPTED or REJECTED (with the reasons)
+CREATE TABLE IF NOT EXISTS {db}.pool_requests (
+    request_id String,
+    version UInt256,
+    at Int64,
+    path String,
+    operation LowCardinality(String),
+    state LowCardinality(String),
+    reasons Array(String),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY request_id;
+
+-- every run the resource manager preempted, with the reason code and detail
+CREATE TABLE IF NOT EXISTS {db}.preemptions (
+    job_id String,
+    instance UInt32,
+    run UInt32,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    pool String,
+    reason LowCardinality(String),
+    detail String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (job_id, instance, run, src_topic, src_partition, src_offset, src_index);
+
 -- one row: the store's epoch, drawn when the tables were first created (the materializer's
 -- consumer group includes it, so a fresh store reads every topic from the start)
 CREATE TABLE IF NOT EXISTS {db}.meta (

@@ -5,7 +5,8 @@
 and tables if missing (schema.sql; idempotent) and serves:
 - `insert(rows)`: projector rows, one INSERT per table per call;
 - the queries behind the HTTP API (`get_job`, `list_jobs`, `tasks_of_job`, `task`,
-  `hosts`, `pools`, `host_log_url`, `run_host`, `dead_letters`).
+  `hosts`, `pools`, `pool_configs`, `pool_request`, `preemptions`, `host_log_url`,
+  `run_host`, `dead_letters`).
 Latest-state queries read with FINAL and combine an entity's facet rows (see schema.sql).
 Query results are plain JSON-ready dicts (times are epoch milliseconds).
 
@@ -311,6 +312,40 @@ class Store:
                     SELECT argMax((src_topic, src_partition, src_offset), version)
                     FROM {{db}}.pools FINAL)
                 ORDER BY pool""")
+
+    def pool_configs(self, pool: str | None = None) -> dict[str, dict[str, Any]]:
+        """Every existing pool's config as the resource manager last decided it, by path:
+        {"parent", "config" (the events' PoolConfig record), "at", "request_id"}."""
+        where = "" if pool is None else "AND pool = {pool:String}"
+        params = {} if pool is None else {"pool": pool}
+        rows = self._query(
+            f"""SELECT pool, parent, config_json, at, request_id FROM {{db}}.pool_configs FINAL
+                WHERE NOT deleted {where} ORDER BY pool""", **params)
+        return {r["pool"]: {"parent": r["parent"], "config": json.loads(r["config_json"]),
+                            "at": r["at"], "request_id": r["request_id"]} for r in rows}
+
+    def pool_request(self, request_id: str) -> dict[str, Any] | None:
+        """A pool request's outcome: state REQUESTED, ACCEPTED or REJECTED (with reasons)."""
+        rows = self._query(
+            """SELECT request_id, path, operation, state, reasons, at
+               FROM {db}.pool_requests FINAL WHERE request_id = {rid:String}""",
+            rid=request_id)
+        if not rows:
+            return None
+        row = rows[0]
+        row["reasons"] = list(row["reasons"])
+        return row
+
+    def preemptions(self, job_id: str | None = None, pool: str | None = None,
+                    limit: int = 1000) -> list[dict[str, Any]]:
+        """Preempted runs, newest first, optionally of one job and/or one pool."""
+        return self._query(
+            """SELECT job_id, instance, run, at, pool, reason, detail
+               FROM {db}.preemptions FINAL
+               WHERE ({job:String} = '' OR job_id = {job:String})
+                 AND ({pool:String} = '' OR pool = {pool:String})
+               ORDER BY at DESC, job_id, instance, run LIMIT {limit:UInt32}""",
+            job=job_id or "", pool=pool or "", limit=max(0, limit))
 
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         return self._query(

@@ -1,7 +1,13 @@
 """The resource manager service: the ResourceManager core inside the common service shell.
 
 Every instance folds the whole log (a hot standby); only the etcd leader ticks and
-publishes. A new leader therefore starts from the state the log describes.
+publishes. A new leader therefore starts from the state the log describes: the pool tree
+from respool-events (its own facts), tasks and capacity from the job manager's and host
+manager's facts, admissions and preemptions from its own earlier decisions.
+
+Pool requests (respool-requested) are decided by every instance as they arrive (only the
+leader's answers are published); they are not replayed: a request already answered in
+the log is skipped when it is consumed again.
 """
 
 from __future__ import annotations
@@ -15,16 +21,22 @@ __all__ = ["ResourceManagerCore"]
 
 
 class ResourceManagerCore:
-    inputs = ("job-events", "tasks-admitted", "offer-received")
-    replay = inputs
+    inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
+                               "respool-events", "respool-requested")
+    replay: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
+                               "respool-events")
 
     def __init__(
         self,
         entitlement_cycle_s: float = 10.0,
         preemption_cycles: int = 3,
         tick_interval: float = 0.1,
+        preemption: bool = True,
+        in_pool_preemption: bool = True,
     ) -> None:
-        self.manager = ResourceManager(int(entitlement_cycle_s * 1000))
+        self.manager = ResourceManager(
+            int(entitlement_cycle_s * 1000), preemption_enabled=preemption,
+            preemption_cycles=preemption_cycles, in_pool_preemption=in_pool_preemption)
         self.preemption_cycles = preemption_cycles
         self.tick_interval: float | None = tick_interval
 
@@ -32,8 +44,7 @@ class ResourceManagerCore:
         self.manager.fold(etype, body)
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
-        self.manager.fold(etype, body)
-        return []
+        return self.manager.handle(etype, body, now)
 
     def tick(self, now: int) -> list[Event]:
         return self.manager.tick(now)

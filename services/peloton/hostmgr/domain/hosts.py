@@ -55,8 +55,13 @@ class HostBook:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.hosts: dict[str, HostRecord] = {}
         self.specs: dict[str, dict[str, Any]] = {}
+        # placements awaiting a decision (latest round per run); decisions are keyed by
+        # (run, round), so a run placed again after a rejection is decided again and a
+        # replayed placement is never decided twice
         self.pending: dict[RunKey, dict[str, Any]] = {}
-        self.decided: set[RunKey] = set()
+        self.decided: set[tuple[RunKey, int]] = set()
+        self.launched: set[RunKey] = set()
+        self.released: set[RunKey] = set()
         self.orphaned: dict[tuple[str, str], list[str]] = {}  # (host, old incarnation) -> runs
         self.offered: dict[str, int] = {}  # host -> generation last offered
 
@@ -112,6 +117,7 @@ class HostBook:
                     self._release(host, (body["job_id"], ch["instance"], ch["run"]))
 
     def _release(self, host: HostRecord, key: RunKey) -> None:
+        self.released.add(key)
         entry = host.runs.pop(key, None)
         if entry is None:
             return
@@ -123,16 +129,29 @@ class HostBook:
     def _placement_made(self, body: dict[str, Any]) -> None:
         for p in body["placements"]:
             key = (p["job_id"], p["instance"], p["run"])
-            if key not in self.decided:
-                self.pending[key] = p
+            if (key, body["round"]) in self.decided or key in self.launched:
+                continue
+            current = self.pending.get(key)
+            if current is None or current["round"] < body["round"]:
+                self.pending[key] = {**p, "round": body["round"]}
+
+    def _decided(self, key: RunKey, round_: int) -> None:
+        self.decided.add((key, round_))
+        current = self.pending.get(key)
+        if current is not None and current["round"] <= round_:
+            del self.pending[key]
 
     def _launch_requested(self, body: dict[str, Any]) -> None:
         host = self.hosts.get(body["host"])
         for launch in body["launches"]:
             key = (launch["job_id"], launch["instance"], launch["run"])
-            self.decided.add(key)
+            self._decided(key, launch["round"])
+            if key in self.launched:
+                continue  # allocated when decided (or already folded)
+            self.launched.add(key)
             self.pending.pop(key, None)
-            if host is None or host.incarnation != body["incarnation"] or key in host.runs:
+            if (host is None or host.incarnation != body["incarnation"] or key in host.runs
+                    or key in self.released):
                 continue
             res = Resources.from_mapping(launch["resources"])
             ports = tuple(sorted(launch["ports"].values()))
@@ -144,9 +163,7 @@ class HostBook:
 
     def _rejected(self, body: dict[str, Any]) -> None:
         for r in body["rejections"]:
-            key = (r["job_id"], r["instance"], r["run"])
-            self.decided.add(key)
-            self.pending.pop(key, None)
+            self._decided((r["job_id"], r["instance"], r["run"]), r["round"])
 
     def _host_lost(self, body: dict[str, Any]) -> None:
         self.orphaned.pop((body["host"], body["incarnation"]), None)
@@ -196,17 +213,18 @@ class HostBook:
             reason = self._problem(host, p)
             if reason is not None:
                 rejections.append({"job_id": key[0], "instance": key[1], "run": key[2],
-                                   "host": p["host"], "reason": reason})
+                                   "host": p["host"], "reason": reason, "round": p["round"]})
                 continue
             assert host is not None
-            launch = self._launch(key, p)
-            launches.setdefault(host.name, []).append(launch)
+            launches.setdefault(host.name, []).append(self._launch(key, p))
             res = Resources.from_mapping(p["resources"])
             host.runs[key] = (res, tuple(sorted(p["ports"].values())))
             host.allocated = host.allocated + res
             host.used_ports.update(p["ports"].values())
             host.job_counts[key[0]] += 1
             host.generation += 1
+            self.launched.add(key)
+            self.decided.add((key, p["round"]))
         self.pending.clear()
         events = []
         for name in sorted(launches):
@@ -214,7 +232,6 @@ class HostBook:
             events.append(Event("TaskLaunchRequested", name, {
                 "host": name, "incarnation": host.incarnation, "at": now_ms,
                 "launches": launches[name]}))
-            self.decided.update((x["job_id"], x["instance"], x["run"]) for x in launches[name])
         if rejections:
             ev = Event("PlacementRejected", "rejected", {"at": now_ms, "rejections": rejections})
             self._rejected(ev.body)
@@ -253,7 +270,8 @@ class HostBook:
                 env[env_name or f"PORT_{name.upper()}"] = str(p["ports"][name])
         return {"job_id": key[0], "instance": key[1], "run": key[2],
                 "command": spec["command"], "env": env, "resources": p["resources"],
-                "ports": dict(p["ports"]), "kill_grace_period_s": spec["kill_grace_period_s"]}
+                "ports": dict(p["ports"]), "kill_grace_period_s": spec["kill_grace_period_s"],
+                "round": p["round"]}
 
     def _offers(self, now_ms: int) -> list[Event]:
         offers = []

@@ -25,17 +25,22 @@ from peloton.jobmgr.domain.states import (
     IllegalTransition,
     JobState,
     TaskState,
+    can_transition,
     derive_job_state,
     is_on_host,
     transition,
 )
 from peloton.jobmgr.domain.validation import validate_submission
 from peloton.model.event import Event
+from peloton.model.ids import run_id
 
-__all__ = ["JobBook", "JobRecord", "TaskRecord", "SYSTEM_RETRIES"]
+__all__ = ["JobBook", "JobRecord", "TaskRecord", "SYSTEM_RETRIES", "PREEMPTED"]
 
 S = TaskState
 SYSTEM_RETRIES = 4  # a LOST run is retried at least this many times (Peloton's rule)
+PREEMPTED = "PREEMPTED"  # how every reason of a preempted run starts
+_PREEMPT_ON_HOST = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING})
+_PREEMPT_QUEUED = frozenset({S.READY, S.PLACING, S.PLACED})
 _AGENT_STATES = {"LAUNCHED": S.LAUNCHED, "STARTING": S.STARTING, "RUNNING": S.RUNNING,
                  "SUCCEEDED": S.SUCCEEDED, "FAILED": S.FAILED, "KILLED": S.KILLED}
 
@@ -87,6 +92,9 @@ class JobBook:
                 job = JobRecord(job_id, body, tasks)
                 job.counts[S.INITIALIZED] = len(tasks)
                 self.jobs[job_id] = job
+                if job_id in self.kill_intents:  # folded first on replay: honour it
+                    intent = self.kill_intents[job_id]
+                    self._apply_kill_intent(job_id, [] if intent is None else sorted(intent))
         elif etype == "JobRejected":
             self.submitted.pop(job_id, None)
             self.rejected[job_id] = list(body["reasons"])
@@ -144,6 +152,8 @@ class JobBook:
         if etype in ("JobSubmitted", "JobKillRequested", "EntitlementUpdated"):
             self.apply(etype, body)
             return self.reconcile(now_ms) if etype != "EntitlementUpdated" else []
+        if etype == "TasksPreempted":
+            return self.preempt(body["tasks"], now_ms)
         batches: dict[str, list[dict[str, Any]]] = {}
         if etype == "TasksAdmitted":
             for t in body["tasks"]:
@@ -168,7 +178,7 @@ class JobBook:
                     self._propose(batches, st, state, st["message"], host=body["host"],
                                   exit_code=st["exit_code"])
         elif etype == "HostLost":
-            self._lose_host(batches, body["host"], body["reason"])
+            self._lose_host(batches, body["host"], body["reason"], set(body["runs"]))
         return self._commit(batches, now_ms)
 
     def _note_reason(self, ref: dict[str, Any], reason: str) -> None:
@@ -193,8 +203,12 @@ class JobBook:
             transition(current[0], target)
         except IllegalTransition:
             return  # late or out-of-order report; the table decides what is meaningful
-        if target == S.KILLED and not task.kill_requested and current[0] not in (S.KILLING,):
+        if target == S.KILLED and current[0] == S.PREEMPTING:
+            reason = _preempted_reason(task.reason)
+        elif target == S.KILLED and not task.kill_requested and current[0] not in (S.KILLING,):
             target, reason = S.FAILED, reason or "killed outside the scheduler"
+            if not can_transition(current[0], target):
+                return  # a kill of a run not yet launched here: the table has no such edge
         self._emit_change(batches, job, task, target, current, reason, host, exit_code)
 
     def _pending_state(
@@ -225,6 +239,9 @@ class JobBook:
                           "previous_state": S.INITIALIZED.value,
                           "reason": f"retry after {target.value.lower()} run {run}: {reason}",
                           "host": None, "exit_code": None, "failures": failures})
+        elif (target == S.KILLED and state == S.PREEMPTING
+              and not (task.kill_requested or job.kill_requested)):
+            batch.append(_requeued(task.instance, run, reason, failures))
 
     def _should_retry(self, job: JobRecord, task: TaskRecord, state: TaskState,
                       failures: int) -> bool:
@@ -235,7 +252,10 @@ class JobBook:
             allowed = max(allowed, SYSTEM_RETRIES)
         return failures <= allowed
 
-    def _lose_host(self, batches: dict[str, list[dict[str, Any]]], host: str, reason: str) -> None:
+    def _lose_host(self, batches: dict[str, list[dict[str, Any]]], host: str, reason: str,
+                   runs: set[str]) -> None:
+        """The runs the host manager had launched on the lost incarnation are lost; runs
+        only PLACED there are left alone (the host manager rejects them back)."""
         for job_id in sorted(self.jobs):
             job = self.jobs[job_id]
             if job.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
@@ -244,9 +264,48 @@ class JobBook:
                 state, run, task_host, _ = self._pending_state(batches, job_id, task)
                 if task_host != host or state in TERMINAL or state in (S.PENDING, S.READY):
                     continue
+                if run_id(job_id, task.instance, run) not in runs:
+                    continue
                 target = S.KILLED if state == S.KILLING else S.LOST
                 ref = {"job_id": job_id, "instance": task.instance, "run": run}
                 self._propose(batches, ref, target, f"host {host} lost: {reason}")
+
+    # ---- preemption (TasksPreempted from the resource manager) ------------------------
+    def preempt(self, victims: Iterable[dict[str, Any]], now_ms: int) -> list[Event]:
+        """Take back the named runs: running ones go PREEMPTING and their agents are asked
+        to kill them (grace period from the task spec); once KILLED, the run ends with a
+        PREEMPTED reason and a new run starts PENDING. Runs not on a host yet (READY,
+        PLACING, PLACED) end KILLED and a new run starts PENDING at once. Preemption is
+        never counted as a failure. Stale runs, runs in other states (e.g. LAUNCHING) and
+        tasks being killed are left alone; the resource manager chooses again later."""
+        batches: dict[str, list[dict[str, Any]]] = {}
+        kills: dict[str, list[dict[str, Any]]] = {}
+        for ref in victims:
+            job = self.jobs.get(ref["job_id"])
+            if job is None or not 0 <= ref["instance"] < len(job.tasks):
+                continue
+            task = job.tasks[ref["instance"]]
+            state, run, host, failures = self._pending_state(batches, job.job_id, task)
+            if run != ref["run"] or task.kill_requested or job.kill_requested:
+                continue
+            reason = f"PREEMPTED ({ref['reason']}: {ref['detail']})"
+            if state in _PREEMPT_ON_HOST and host:
+                self._propose(batches, ref, S.PREEMPTING, reason)
+                grace = job.task_spec(task.instance)["kill_grace_period_s"]
+                kills.setdefault(host, []).append(
+                    {"job_id": job.job_id, "instance": task.instance, "run": run,
+                     "grace_period_s": grace, "reason": reason})
+            elif state in _PREEMPT_QUEUED:
+                batch = batches.setdefault(job.job_id, [])
+                batch.append({"instance": task.instance, "run": run, "state": S.KILLED.value,
+                              "previous_state": state.value, "reason": reason, "host": host,
+                              "exit_code": None, "failures": failures})
+                batch.append(_requeued(task.instance, run, reason, failures))
+        events = self._commit(batches, now_ms)
+        for host in sorted(kills):
+            events.append(Event("TaskKillRequested", host,
+                                {"host": host, "at": now_ms, "kills": kills[host]}))
+        return events
 
     def reconcile(self, now_ms: int) -> list[Event]:
         """Decide what the book shows as undecided (see the module contract)."""
@@ -260,6 +319,9 @@ class JobBook:
             if job is not None:
                 self._carry_out_kill(job, self.kill_intents[job_id], batches, kills)
         events.extend(self._commit(batches, now_ms))
+        for job_id in sorted(set(self.kill_intents) - set(batches)):
+            if job_id in self.jobs:  # a kill changes the job's state even if no task moved
+                events.extend(self._job_state_events(self.jobs[job_id], now_ms))
         for host in sorted(kills):
             events.append(Event("TaskKillRequested", host,
                                 {"host": host, "at": now_ms, "kills": kills[host]}))
@@ -291,8 +353,8 @@ class JobBook:
             if instances is not None and task.instance not in instances:
                 continue
             task.kill_requested = True
-            if task.state in TERMINAL or task.state == S.KILLING:
-                continue
+            if task.state in TERMINAL or task.state in (S.KILLING, S.PREEMPTING):
+                continue  # ending already; a preempted run ends KILLED, not re-queued
             ref = {"job_id": job.job_id, "instance": task.instance, "run": task.run}
             if is_on_host(task.state) and task.host:
                 self._propose(batches, ref, S.KILLING, "kill requested")
@@ -302,6 +364,12 @@ class JobBook:
                      "grace_period_s": grace, "reason": "kill requested"})
             else:
                 self._propose(batches, ref, S.KILLED, "kill requested")
+                if task.state == S.PLACED and task.host:
+                    # the host manager may launch it before it sees the kill: the agent
+                    # remembers killed runs and never starts them
+                    kills.setdefault(task.host, []).append(
+                        {"job_id": job.job_id, "instance": task.instance, "run": task.run,
+                         "grace_period_s": 0.0, "reason": "kill requested"})
 
     def _commit(self, batches: dict[str, list[dict[str, Any]]], now_ms: int) -> list[Event]:
         events: list[Event] = []
@@ -326,3 +394,15 @@ class JobBook:
             "task_counts": {s.value: n for s, n in sorted(job.counts.items()) if n}})
         self.apply(ev.type, ev.body)
         return [ev]
+
+
+def _preempted_reason(reason: str) -> str:
+    return reason if reason.startswith(PREEMPTED) else PREEMPTED
+
+
+def _requeued(instance: int, run: int, reason: str, failures: int) -> dict[str, Any]:
+    """The next run of a preempted task: PENDING, failures unchanged."""
+    return {"instance": instance, "run": run + 1, "state": S.PENDING.value,
+            "previous_state": S.INITIALIZED.value,
+            "reason": f"{PREEMPTED}: run {run} was preempted; {reason}", "host": None,
+            "exit_code": None, "failures": failures}

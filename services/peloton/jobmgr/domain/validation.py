@@ -9,6 +9,7 @@ most 100, revocable implies preemptible).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection
 from typing import Any
@@ -32,13 +33,16 @@ def _merge(default: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str, Any]:
     cpu = cfg.get("cpu_limit")
-    if cpu is None or cpu <= 0:
+    if cpu is None or not math.isfinite(cpu) or cpu <= 0:
         problems.append(f"{path}.resource.cpuLimit: must be > 0 (got {cpu})")
+        cpu = 0.0
     for field, name in (("mem_limit_mb", "memLimitMb"), ("disk_limit_mb", "diskLimitMb"),
                         ("gpu_limit", "gpuLimit")):
         value = cfg.get(field)
-        if value is not None and value < 0:
-            problems.append(f"{path}.resource.{name}: must be >= 0 (got {value})")
+        if value is not None and (not math.isfinite(value) or value < 0):
+            problems.append(f"{path}.resource.{name}: must be >= 0 "
+                            f"(got {value})")
+            cfg = {**cfg, field: 0.0}
     gpu = cfg.get("gpu_limit") or 0.0
     if gpu != int(gpu):
         problems.append(f"{path}.resource.gpuLimit: must be a whole number of GPUs (got {gpu})")
@@ -56,10 +60,10 @@ def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str,
         except (ConstraintError, json.JSONDecodeError) as exc:
             problems.append(f"{path}.constraint: {exc}")
     grace = cfg.get("kill_grace_period_s")
-    if grace is not None and grace < 0:
+    if grace is not None and (not math.isfinite(grace) or grace < 0):
         problems.append(f"{path}.killGracePeriodSeconds: must be >= 0 (got {grace})")
     return {
-        "resources": {"cpu": cpu or 0.0, "memory": cfg.get("mem_limit_mb") or 0.0,
+        "resources": {"cpu": cpu, "memory": cfg.get("mem_limit_mb") or 0.0,
                       "disk": cfg.get("disk_limit_mb") or 0.0, "gpu": gpu},
         "command": str(command or ""),
         "env": dict(cfg.get("env") or {}),

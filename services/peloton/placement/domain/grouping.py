@@ -14,6 +14,7 @@ which is unique, so the order is total. Within a group tasks are sorted by task 
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -35,6 +36,11 @@ from peloton.placement.domain.types import Code, PlacementInputError, Strategy, 
 __all__ = ["build_units"]
 
 _Key = tuple[Hashable, ...]
+_FIELDS = attrgetter(
+    "job_id", "gang_id", "gang_size", "resources", "ports", "constraint", "strategy",
+    "revocable", "priority", "labels",
+)
+"""Everything that makes two tasks identical (all but the task id)."""
 
 
 def build_units(
@@ -52,7 +58,17 @@ def build_units(
     # first (the objects outlive this call, so ids are stable here).
     by_id: dict[int, int] = {}
     by_value: dict[Hashable, int] = {}
+    # A job's tasks usually come one after another and share their field objects: a task
+    # whose fields equal the previous task's (a C-level identity check when they are the
+    # same objects) joins its group without building a key.
+    last_fields: tuple[object, ...] | None = None
+    last_ids: list[str] = []
     for t in tasks:
+        fields = _FIELDS(t)
+        if fields == last_fields:
+            last_ids.append(t.task_id)
+            continue
+        last_fields = fields
         c_id = by_id.get(id(t.constraint))
         if c_id is None:
             c_id = by_id[id(t.constraint)] = by_value.setdefault(
@@ -68,10 +84,10 @@ def build_units(
         )
         ids = buckets.get(key)
         if ids is None:
-            buckets[key] = [t.task_id]
+            ids = buckets[key] = []
             firsts[key] = t
-        else:
-            ids.append(t.task_id)
+        ids.append(t.task_id)
+        last_ids = ids
     seen = sum(len(v) for v in buckets.values())
     if seen != len({t.task_id for t in tasks}):
         raise PlacementInputError(f"duplicate task ids: {_duplicates(tasks)}")

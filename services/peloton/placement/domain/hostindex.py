@@ -1,4 +1,4 @@
-"""Columnar, read-only index of a round's hosts.
+"""Columnar index of the hosts a round places on.
 
 Hosts are sorted by name, so host ``i`` is the same host whatever order the caller used;
 every array below is indexed by that position. Resource arrays have one row per kind in
@@ -6,12 +6,13 @@ every array below is indexed by that position. Resource arrays have one row per 
 which keeps the hot per-kind arithmetic fast (numpy reductions over a short last axis are
 slow). Host labels are indexed lazily per key: ``label_codes(key)`` gives an
 int array (the value's code, -1 where the host lacks the key) plus the value -> code map,
-built once per key and round; task-label counts likewise per ``"key=value"``.
+built once per key; task-label counts come from an inverted index (label -> host ->
+count). A table kept across rounds is refreshed row by row with `HostTable.update`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -39,17 +40,23 @@ UNKNOWN = -2
 
 
 class HostTable:
-    """The hosts of one round as arrays. Built once per round; never mutated.
+    """The hosts of a round as arrays.
 
-    Slack and port arrays are built on first use: many rounds have no revocable task or
-    no task asking for ports, and converting 10,000 host views is a visible share of a
-    round.
+    `place` only reads a table (it copies ``free`` into its per-round state), so a caller
+    may keep one table across rounds and `update` the rows of the hosts whose view
+    changed instead of rebuilding every row per round (the placement service does, see
+    board.py; converting 10,000 host views costs more than many rounds). A caller may
+    also overwrite ``free`` in place between rounds (the simulator does). Adding or
+    removing hosts changes positions: build a new table then.
+
+    Derived indexes are built on first use and then kept current by `update`: label
+    codes per key, slack, port ranges and counts, and an inverted index of task labels
+    (label -> host position -> count).
     """
 
     __slots__ = (
         "views", "names", "capacity", "inv_capacity", "min_capacity", "free", "has_gpu",
-        "_slack", "_port_ranges", "_port_counts", "_label_cache", "_task_label_maps",
-        "_task_label_cache", "_label_maps",
+        "_index", "_slack", "_port_ranges", "_port_counts", "_label_cache", "_by_label",
     )
 
     def __init__(self, hosts: Sequence[HostView]) -> None:
@@ -58,28 +65,95 @@ class HostTable:
         if len(set(names)) != len(names):
             dup = next(a for a, b in zip(names, names[1:], strict=False) if a == b)
             raise PlacementInputError(f"duplicate host name {dup!r}")
-        self.views: tuple[HostView, ...] = tuple(views)
+        self.views: list[HostView] = views
         self.names: tuple[str, ...] = tuple(names)
+        self._index: dict[str, int] = {name: i for i, name in enumerate(names)}
         self.capacity = _rows([v.capacity for v in views])
-        self.inv_capacity: FloatArray = np.divide(
-            1.0, self.capacity, out=np.zeros_like(self.capacity), where=self.capacity > 0
-        )
-        self.min_capacity: FloatArray = (
-            self.capacity.min(axis=1) if views else np.zeros(len(KINDS))
-        )
+        self.inv_capacity: FloatArray = np.zeros_like(self.capacity)
+        self.min_capacity: FloatArray = np.zeros(len(KINDS))
+        self.has_gpu: BoolArray = np.zeros(len(views), dtype=bool)
+        self._capacity_changed()
         self.free = _rows([v.free for v in views])
-        self.has_gpu: BoolArray = self.capacity[3] > 0
         self._slack: FloatArray | None = None
-        self._port_ranges: tuple[tuple[tuple[int, int], ...], ...] | None = None
+        self._port_ranges: list[tuple[tuple[int, int], ...]] | None = None
         self._port_counts: IntArray | None = None
         self._label_cache: dict[str, tuple[IntArray, dict[str, int]]] = {}
-        self._task_label_maps = [v.task_label_counts for v in views]
-        self._label_maps = [v.labels for v in views]
-        self._task_label_cache: dict[str, IntArray] = {}
+        self._by_label: dict[str, dict[int, int]] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
 
+    def position(self, name: str) -> int:
+        """The host's position (its column in every array); KeyError if absent."""
+        return self._index[name]
+
+    # ---- incremental maintenance (between rounds) --------------------------------------
+    def update(self, views: Iterable[HostView]) -> None:
+        """Replace the rows of hosts already in the table with their new views (by name;
+        the last view of a name wins). Every array and derived index is kept current, so
+        the table then places exactly as one built afresh from the same views.
+
+        Raises PlacementInputError for a name not in the table (build a new one).
+        """
+        latest: dict[int, HostView] = {}
+        for v in views:
+            pos = self._index.get(v.name)
+            if pos is None:
+                raise PlacementInputError(f"host {v.name!r} is not in this table")
+            latest[pos] = v
+        if not latest:
+            return
+        pos_list = list(latest)
+        new = list(latest.values())
+        old = [self.views[p] for p in pos_list]
+        cols = np.array(pos_list, dtype=np.int64)
+        capacity = _rows([v.capacity for v in new])
+        if not np.array_equal(capacity, self.capacity[:, cols]):
+            self.capacity[:, cols] = capacity
+            self._capacity_changed()
+        self.free[:, cols] = _rows([v.free for v in new])
+        if self._slack is not None:
+            self._slack[:, cols] = _rows([v.slack_free for v in new])
+        labels_changed = False
+        for p, was, now in zip(pos_list, old, new, strict=True):
+            self.views[p] = now
+            if now.labels is not was.labels and now.labels != was.labels:
+                labels_changed = True
+            if now.task_label_counts is not was.task_label_counts and self._by_label is not None:
+                self._retally(p, was.task_label_counts, now.task_label_counts)
+            if self._port_ranges is not None and now.ports_free != was.ports_free:
+                ranges = self._port_ranges[p] = _normalised(now.ports_free)
+                assert self._port_counts is not None
+                self._port_counts[p] = _count(ranges)
+        if labels_changed:
+            self._label_cache.clear()
+
+    def _capacity_changed(self) -> None:
+        np.divide(1.0, self.capacity, out=self.inv_capacity, where=self.capacity > 0)
+        self.inv_capacity[self.capacity <= 0] = 0.0
+        self.min_capacity = (
+            self.capacity.min(axis=1) if len(self.names) else np.zeros(len(KINDS))
+        )
+        self.has_gpu = self.capacity[3] > 0
+
+    def _retally(self, pos: int, was: Mapping[str, int], now: Mapping[str, int]) -> None:
+        assert self._by_label is not None
+        for label in was:
+            if label not in now:
+                hosts = self._by_label.get(label)
+                if hosts is not None:
+                    hosts.pop(pos, None)
+                    if not hosts:
+                        del self._by_label[label]
+        for label, count in now.items():
+            if count:
+                self._by_label.setdefault(label, {})[pos] = count
+            else:
+                hosts = self._by_label.get(label)
+                if hosts is not None:
+                    hosts.pop(pos, None)
+
+    # ---- columns built on first use ---------------------------------------------------
     @property
     def slack(self) -> FloatArray:
         """Free slack (revocable) resources, [kind, host]."""
@@ -88,24 +162,17 @@ class HostTable:
         return self._slack
 
     @property
-    def port_ranges(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+    def port_ranges(self) -> Sequence[tuple[tuple[int, int], ...]]:
         """Per host: sorted, disjoint free port ranges."""
         if self._port_ranges is None:
-            raw = [v.ports_free for v in self.views]
-            self._port_ranges = tuple(
-                r if len(r) < 2 and (not r or r[0][1] >= r[0][0]) else merge_ranges(r)
-                for r in raw
-            )
+            self._port_ranges = [_normalised(v.ports_free) for v in self.views]
         return self._port_ranges
 
     @property
     def port_counts(self) -> IntArray:
         """Per host: number of free ports."""
         if self._port_counts is None:
-            counts = [
-                (r[0][1] - r[0][0] + 1) if len(r) == 1 else sum(e - b + 1 for b, e in r)
-                for r in self.port_ranges
-            ]
+            counts = [_count(r) for r in self.port_ranges]
             self._port_counts = np.array(counts, dtype=np.int64).reshape(len(counts))
         return self._port_counts
 
@@ -119,7 +186,7 @@ class HostTable:
             vocab = {name: i for i, name in enumerate(self.names)}
             codes = np.arange(len(self.names), dtype=np.int64)
         else:
-            raw = [m.get(key) for m in self._label_maps]
+            raw = [v.labels.get(key) for v in self.views]
             values = sorted(v for v in set(raw) if v is not None)
             vocab = {value: i for i, value in enumerate(values)}
             lookup: dict[str | None, int] = {None: MISSING}
@@ -138,34 +205,45 @@ class HostTable:
         return self.label_codes(key)[1].get(value, UNKNOWN)
 
     def prefetch_task_labels(self, labels: Collection[str]) -> None:
-        """Count several task labels at once when one pass over every host's label counts
-        is cheaper than one pass over the hosts per label."""
-        wanted = [label for label in labels if label not in self._task_label_cache]
-        if len(wanted) < 2:
-            return
-        maps = self._task_label_maps
-        entries = sum(map(len, maps))
-        if entries * 2 > len(wanted) * len(maps):
-            return  # busy hosts, few labels: scanning per label is cheaper
-        found: dict[str, tuple[list[int], list[int]]] = {w: ([], []) for w in wanted}
-        for i, m in enumerate(maps):
-            for label, count in m.items():
-                slot = found.get(label)
-                if slot is not None:
-                    slot[0].append(i)
-                    slot[1].append(count)
-        for label, (hosts, counts) in found.items():
-            column = np.zeros(len(maps), dtype=np.int64)
-            column[hosts] = counts
-            self._task_label_cache[label] = column
+        """Build the task-label index now if the round will read any task label (one pass
+        over every host's counts; `update` keeps it current afterwards)."""
+        if labels:
+            self._task_label_index()
+
+    def _task_label_index(self) -> dict[str, dict[int, int]]:
+        index = self._by_label
+        if index is None:
+            index = self._by_label = {}
+            for i, v in enumerate(self.views):
+                for label, count in v.task_label_counts.items():
+                    if count:
+                        hosts = index.get(label)
+                        if hosts is None:
+                            index[label] = {i: count}
+                        else:
+                            hosts[i] = count
+        return index
 
     def task_label_counts(self, label: str) -> IntArray:
         """A fresh array of how many tasks on each host carry task label ``label``."""
-        column = self._task_label_cache.get(label)
-        if column is None:
-            column = np.array([m.get(label, 0) for m in self._task_label_maps], dtype=np.int64)
-            self._task_label_cache[label] = column
-        return column.copy()
+        column = np.zeros(len(self.names), dtype=np.int64)
+        hosts = self._task_label_index().get(label)
+        if hosts:
+            column[np.fromiter(hosts.keys(), dtype=np.int64, count=len(hosts))] = \
+                np.fromiter(hosts.values(), dtype=np.int64, count=len(hosts))
+        return column
+
+
+def _normalised(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    if len(ranges) < 2 and (not ranges or ranges[0][1] >= ranges[0][0]):
+        return ranges
+    return merge_ranges(ranges)
+
+
+def _count(ranges: tuple[tuple[int, int], ...]) -> int:
+    if len(ranges) == 1:
+        return ranges[0][1] - ranges[0][0] + 1
+    return sum(e - b + 1 for b, e in ranges)
 
 
 def take_rows(rows: FloatArray, hosts: IntArray, kinds: IntArray) -> FloatArray:

@@ -34,6 +34,11 @@ class PortPool:
 
     def take(self, n: int) -> list[int]:
         """The ``n`` lowest free ports, removed from the pool. Caller checked the count."""
+        first = self._ranges[0]
+        begin = first[0]
+        if begin + n <= first[1]:  # the common case: the first range has room to spare
+            first[0] = begin + n
+            return list(range(begin, begin + n))
         out: list[int] = []
         while len(out) < n:
             first = self._ranges[0]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
+from typing import NamedTuple
 
 from peloton.model.constraint import Constraint
 from peloton.model.resources import Resources
@@ -89,16 +91,19 @@ class TaskRequest:
     priority: int = 0
 
 
-@dataclass(slots=True)
-class Placement:
+NO_PORTS: Mapping[str, int] = MappingProxyType({})
+"""The (read-only, shared) ports of a placement that asked for none."""
+
+
+class Placement(NamedTuple):
     """Task ``task_id`` goes to ``host`` with concrete port numbers by port name.
 
-    (Not frozen only because frozen dataclasses are several times slower to build, and a
-    round builds one per placed task.)"""
+    (A named tuple: a round builds one per placed task, and a tuple is the cheapest
+    object Python builds; ``ports`` is read-only.)"""
 
     task_id: str
     host: str
-    ports: dict[str, int] = field(default_factory=dict)
+    ports: Mapping[str, int] = NO_PORTS
 
 
 @dataclass(slots=True)

@@ -1,11 +1,22 @@
-"""The resource manager's cycle: entitlement, then admission (pure).
+"""The resource manager's cycle: pools, entitlement, preemption, then admission (pure).
 
 Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
-1. Entitlement is recomputed every `entitlement_cycle_ms`, and sooner (at most every
-   `min_recompute_ms`) when demand, allocation or capacity changed, so new work does not
-   wait a whole cycle. EntitlementUpdated is published every cycle and whenever the
-   result changed.
-2. Admission runs when anything changed since the last run: each leaf pool's pending
+0. Pool decisions this instance made that have not come back through the log within
+   `resend_pool_facts_ms` are published again (see peloton.resmgr.domain.poolbook).
+1. Entitlement is recomputed every `entitlement_cycle_ms` (a *cycle*), at once when the
+   pool tree or the cluster capacity changed, and otherwise at most every
+   `min_recompute_ms` when demand or allocation changed, so new work does not wait a
+   whole cycle. EntitlementUpdated is published every cycle, on every tree or capacity
+   change (so the job manager learns new pools at once), and when the result changed.
+2. Preemption (when enabled) runs once per cycle (peloton.resmgr.domain.preemption):
+   between pools once a pool has been over its entitlement for `preemption_cycles`
+   consecutive cycles, then within a pool for higher-priority pending gangs. Victims are
+   marked in the ledger at once and published as TasksPreempted, one batch per pool. A
+   run already being preempted counts as freed and is never chosen again, unless the job
+   manager did not act on it within `preempt_ack_timeout_ms` (e.g. it was launching).
+   Only runs the job manager can take back are candidates: READY, PLACING (re-queued)
+   and LAUNCHED, STARTING, RUNNING (killed with their grace period).
+3. Admission runs when anything changed since the last run: each leaf pool's pending
    gangs are admitted within its entitlement (peloton.resmgr.domain.admission). Admitted
    tasks are marked in the ledger at once (so the next tick does not admit them again)
    and published as TasksAdmitted, one batch per pool; tasks left pending get their
@@ -13,11 +24,16 @@ Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
 The reservation check for non-preemptible work applies only when preemption is enabled,
 as in Peloton (without preemption, elastic resources lent to such work could never be
 taken back, so admitting it beyond the reservation is the lesser harm).
+
+`fold` applies facts (every instance, replay included); `handle` also decides pool
+requests (every instance decides; only the leader's answers are published, and every
+instance's tree follows the published facts).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from peloton.model.event import Event
@@ -31,11 +47,17 @@ from peloton.resmgr.domain.admission import (
 )
 from peloton.resmgr.domain.entitlement import PoolEntitlement, PoolUsage, compute_entitlements
 from peloton.resmgr.domain.ledger import Ledger, TaskEntry
-from peloton.resmgr.domain.pooltree import ROOT, PoolTree, ensure_default_pool
+from peloton.resmgr.domain.poolbook import POOL_FACTS, POOL_REQUESTS, PoolBook, config_record
+from peloton.resmgr.domain.pooltree import ROOT, PoolTree
+from peloton.resmgr.domain.preemption import PreemptionState, TaskView, plan_preemption
 
-__all__ = ["ResourceManager"]
+__all__ = ["ResourceManager", "VICTIM_STATES"]
 
 _MAX_BATCH = 4000
+_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "LOST", "KILLED"})
+#: States whose runs the job manager can take back (see the module doc, step 2).
+VICTIM_STATES = frozenset({"READY", "PLACING", "LAUNCHED", "STARTING", "RUNNING"})
+_GOING = frozenset({"PREEMPTING", "KILLING"})
 
 
 class ResourceManager:
@@ -44,34 +66,75 @@ class ResourceManager:
         entitlement_cycle_ms: int = 10_000,
         min_recompute_ms: int = 200,
         preemption_enabled: bool = False,
+        *,
+        preemption_cycles: int = 5,
+        in_pool_preemption: bool = True,
+        preempt_ack_timeout_ms: int = 30_000,
+        resend_pool_facts_ms: int = 3_000,
     ) -> None:
         self.ledger = Ledger()
-        tree = ensure_default_pool(PoolTree.empty())
-        assert isinstance(tree, PoolTree)
-        self.tree: PoolTree = tree
+        self.pools = PoolBook()
         self.entitlement_cycle_ms = entitlement_cycle_ms
         self.min_recompute_ms = min_recompute_ms
         self.preemption_enabled = preemption_enabled
+        self.preemption_cycles = max(1, preemption_cycles)
+        self.in_pool_preemption = in_pool_preemption
+        self.preempt_ack_timeout_ms = preempt_ack_timeout_ms
+        self.resend_pool_facts_ms = resend_pool_facts_ms
         self.entitlements: dict[str, PoolEntitlement] = {}
         self.admission = AdmissionState()
+        self.preemption = PreemptionState()
         self.cycle = 0
         self._computed_at = -(10**15)
         self._published_at = -(10**15)
         self._computed_version = -1
+        self._computed_tree = -1
+        self._computed_hosts = -1
         self._admitted_version = -1
         self._reasons: dict[str, str] = {}
 
+    @property
+    def tree(self) -> PoolTree:
+        """The pool tree as the log describes it (speculative decisions excluded)."""
+        return self.pools.tree
+
     def fold(self, etype: str, body: dict[str, Any]) -> None:
-        self.ledger.fold(etype, body)
+        if etype in POOL_FACTS:
+            self.pools.fold(etype, body)
+        elif etype == "AdmissionDeferred":  # what was said, so a new leader does not repeat it
+            for t in body["tasks"]:
+                self._reasons[f"{t['job_id']}-{t['instance']}-{t['run']}"] = t["reason"]
+        elif etype not in POOL_REQUESTS:  # requests are decided live only (`handle`)
+            self.ledger.fold(etype, body)
+
+    def handle(self, etype: str, body: dict[str, Any], now_ms: int) -> list[Event]:
+        """Fold a live fact, or decide a pool request (one answering fact)."""
+        if etype in POOL_REQUESTS:
+            capacity = self.ledger.capacity()
+            return self.pools.decide(etype, body, None if capacity.is_zero() else capacity,
+                                     self.busy_pools(), now_ms)
+        self.fold(etype, body)
+        return []
+
+    def busy_pools(self) -> set[str]:
+        """Pools (paths) that hold tasks whose current run has not ended."""
+        return {self._pool_of(e) for e in self.ledger.tasks.values()
+                if e.state not in _TERMINAL}
 
     # ---- cycle ----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
-        events: list[Event] = []
+        events: list[Event] = self.pools.unconfirmed(now_ms, self.resend_pool_facts_ms)
         due = now_ms - self._computed_at >= self.entitlement_cycle_ms
+        reshaped = (self.pools.version != self._computed_tree
+                    or self.ledger.hosts_version != self._computed_hosts)
         changed = self.ledger.version != self._computed_version
-        if due or (changed and now_ms - self._computed_at >= self.min_recompute_ms):
-            events += self._entitlement(now_ms, publish=due)
-        if self.ledger.version != self._admitted_version or events:
+        computed: list[Event] = []
+        if due or reshaped or (changed and now_ms - self._computed_at >= self.min_recompute_ms):
+            computed += self._entitlement(now_ms, publish=due or reshaped)
+            if due:
+                computed += self._preempt(now_ms)
+        events += computed
+        if self.ledger.version != self._admitted_version or computed:
             events += self._admit(now_ms)
             self._admitted_version = self.ledger.version
         return events
@@ -80,10 +143,15 @@ class ResourceManager:
         resolved = self.tree.resolve(entry.job.pool)
         return resolved if resolved is not None else entry.job.pool
 
-    def usage(self) -> tuple[dict[str, PoolUsage], dict[str, PoolAllocation]]:
+    def usage(
+        self, skip: Callable[[TaskEntry], bool] | None = None
+    ) -> tuple[dict[str, PoolUsage], dict[str, PoolAllocation]]:
+        """Per leaf pool: demand and allocation (tasks for which `skip` is true left out)."""
         demand: dict[str, list[Resources]] = defaultdict(lambda: [Resources()] * 4)
         alloc: dict[str, PoolAllocation] = defaultdict(PoolAllocation)
         for entry in self.ledger.active():
+            if skip is not None and skip(entry):
+                continue
             pool = self._pool_of(entry)
             slot = demand[pool]
             idx = (0 if entry.pending else 1) + (2 if entry.job.revocable else 0)
@@ -101,6 +169,8 @@ class ResourceManager:
         self.entitlements = ents
         self._computed_at = now_ms
         self._computed_version = self.ledger.version
+        self._computed_tree = self.pools.version
+        self._computed_hosts = self.ledger.hosts_version
         if not (publish or changed) or (not publish and now_ms - self._published_at < 1000):
             return []
         self.cycle += 1
@@ -150,6 +220,47 @@ class ResourceManager:
             )
         return rows
 
+    # ---- preemption -----------------------------------------------------------------
+    def _going(self, entry: TaskEntry, now_ms: int) -> bool:
+        """A run already chosen that the job manager is taking back (or still may)."""
+        at = entry.preempted_at
+        return at is not None and (entry.state in _GOING
+                                   or now_ms - at < self.preempt_ack_timeout_ms)
+
+    def _preempt(self, now_ms: int) -> list[Event]:
+        if not self.preemption_enabled:
+            return []
+        _, allocations = self.usage(skip=lambda e: self._going(e, now_ms))
+        views = admission_views(self.tree, self.entitlements, allocations)
+        index: dict[str, TaskEntry] = {}
+        tasks: list[TaskView] = []
+        for entry in self.ledger.active():
+            if (entry.holding and entry.state in VICTIM_STATES
+                    and not self._going(entry, now_ms)):
+                index[entry.task_id] = entry
+                job = entry.job
+                tasks.append(TaskView(entry.task_id, self._pool_of(entry), entry.state,
+                                      job.priority, entry.resources, job.preemptible,
+                                      job.revocable, entry.started_seq))
+        queues, _ = self._queues()
+        plan = plan_preemption(views, tasks, queues, self.preemption,
+                               sustained_cycles=self.preemption_cycles,
+                               in_pool=self.in_pool_preemption)
+        self.preemption = plan.state
+        by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for victim in plan.victims:
+            entry = index[victim.task_id]
+            self.ledger.mark_preempted(entry.job.job_id, entry.instance, entry.run, now_ms)
+            by_pool[victim.pool].append({
+                "job_id": entry.job.job_id, "instance": entry.instance, "run": entry.run,
+                "reason": victim.reason[0], "detail": victim.reason[1]})
+        return [
+            Event("TasksPreempted", pool, {"at": now_ms, "pool": pool, "tasks": chunk})
+            for pool in sorted(by_pool)
+            for chunk in _chunks(by_pool[pool])
+        ]
+
+    # ---- admission ------------------------------------------------------------------
     def _admit(self, now_ms: int) -> list[Event]:
         _, allocations = self.usage()
         views = admission_views(self.tree, self.entitlements, allocations)
@@ -230,6 +341,20 @@ class ResourceManager:
     def root_entitlement(self) -> Resources:
         ent = self.entitlements.get(ROOT)
         return ent.entitlement if ent else Resources()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The state a failover must preserve, as plain comparable data: the pool tree,
+        every task's run and standing, hosts, and the entitlements last computed."""
+        return {
+            "pools": {p: (parent, config_record(c))
+                      for p, (parent, c) in sorted(self.pools.entries.items())},
+            "tasks": {f"{j}/{i}": (e.run, e.state, e.admitted, e.preempted_at, e.started_seq)
+                      for (j, i), e in sorted(self.ledger.tasks.items())},
+            "jobs": sorted(self.ledger.jobs),
+            "hosts": {h: (a, c.as_dict()) for h, (a, c) in sorted(self.ledger.hosts.items())},
+            "entitlements": {p: (e.entitlement.as_dict(), e.slack_entitlement.as_dict())
+                             for p, e in sorted(self.entitlements.items())},
+        }
 
 
 def _gang_of_one(entry: TaskEntry, pool: str) -> Gang:

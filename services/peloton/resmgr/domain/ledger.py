@@ -1,10 +1,16 @@
 """What the resource manager knows about tasks and capacity, folded from facts (pure).
 
-Contract: `fold(type, body)` applies JobCreated, TaskStateChanged, TasksAdmitted and
-OfferReceived/HostLost; it is idempotent (absolute states, stale runs ignored), so every
-resmgr instance can fold the whole log and stand by hot. A task counts as *demand* while
-its current run is PENDING and not yet admitted, and as *allocation* from admission until
-its run ends.
+Contract: `fold(type, body)` applies JobCreated, TaskStateChanged, TasksAdmitted,
+TasksPreempted and OfferReceived/HostLost; it is idempotent (absolute states, stale runs
+ignored), so every resmgr instance can fold the whole log and stand by hot. A task counts
+as *demand* while its current run is PENDING and not yet admitted, and as *allocation*
+from admission until its run ends. A run chosen for preemption carries `preempted_at`
+until the run ends.
+
+Orders come from event times, not from the order records were folded in (jobs' FIFO
+`seq` is JobCreated's `at`; `started_seq` is the `at` of the change that started the run),
+so two instances that folded the same records from several partitions in different
+interleavings hold the same ledger (ties are broken by ids where the order is used).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class TaskEntry:
     state: str = "INITIALIZED"
     admitted: bool = False
     started_seq: int = 0
+    preempted_at: int | None = None
 
     @property
     def task_id(self) -> str:
@@ -76,8 +83,7 @@ class Ledger:
         self.tasks: dict[tuple[str, int], TaskEntry] = {}
         self.hosts: dict[str, tuple[bool, Resources]] = {}
         self.version = 0  # bumps on every change that may alter demand or capacity
-        self._seq = 0
-        self._started = 0
+        self.hosts_version = 0  # bumps on every change of capacity
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         if etype == "JobCreated":
@@ -87,22 +93,26 @@ class Ledger:
         elif etype == "TasksAdmitted":
             for t in body["tasks"]:
                 self.mark_admitted(t["job_id"], t["instance"], t["run"])
+        elif etype == "TasksPreempted":
+            for t in body["tasks"]:
+                self.mark_preempted(t["job_id"], t["instance"], t["run"], body["at"])
         elif etype == "OfferReceived":
             for offer in body["offers"]:
                 entry = (offer["available"], Resources.from_mapping(offer["capacity"]))
                 if self.hosts.get(offer["host"]) != entry:
                     self.hosts[offer["host"]] = entry
                     self.version += 1
+                    self.hosts_version += 1
         elif etype == "HostLost":
             old = self.hosts.get(body["host"])
             if old is not None and old[0]:
                 self.hosts[body["host"]] = (False, old[1])
                 self.version += 1
+                self.hosts_version += 1
 
     def _job_created(self, body: dict[str, Any]) -> None:
         if body["job_id"] in self.jobs:
             return
-        self._seq += 1
         job = JobInfo(
             body["job_id"],
             body["respool"],
@@ -110,7 +120,7 @@ class Ledger:
             body["preemptible"],
             body["revocable"],
             body["gang_size"],
-            self._seq,
+            body["at"],
             body,
         )
         self.jobs[job.job_id] = job
@@ -123,15 +133,19 @@ class Ledger:
             if entry is None or ch["run"] < entry.run:
                 continue
             if ch["run"] > entry.run:
-                entry.run, entry.admitted = ch["run"], False
+                entry.run, entry.admitted, entry.preempted_at = ch["run"], False, None
+                entry.started_seq = 0
             if entry.state == ch["state"]:
                 continue
             entry.state = ch["state"]
-            if entry.state not in _HOLDING:
-                entry.admitted = False
+            # `admitted` bridges admission and the job manager's READY; after any change
+            # the state itself says whether the run holds (so the flag no longer depends
+            # on which of the two facts was folded first)
+            entry.admitted = False
             if entry.state in _RUNNING_ORDER and not entry.started_seq:
-                self._started += 1
-                entry.started_seq = self._started
+                entry.started_seq = body["at"]
+            if entry.state not in _HOLDING:
+                entry.preempted_at = None
             self.version += 1
 
     def mark_admitted(self, job_id: str, instance: int, run: int) -> None:
@@ -139,6 +153,13 @@ class Ledger:
         if entry is not None and entry.run == run and entry.state in ("PENDING", "INITIALIZED"):
             if not entry.admitted:
                 entry.admitted = True
+                self.version += 1
+
+    def mark_preempted(self, job_id: str, instance: int, run: int, at: int) -> None:
+        entry = self.tasks.get((job_id, instance))
+        if entry is not None and entry.run == run and entry.holding:
+            if entry.preempted_at is None:
+                entry.preempted_at = at
                 self.version += 1
 
     def capacity(self) -> Resources:

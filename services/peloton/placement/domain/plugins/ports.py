@@ -37,8 +37,8 @@ class Ports:
             return OK
         grants = state.port_grants.setdefault(group.ordinal, {})
         for host, count in zip(hosts.tolist(), counts.tolist(), strict=True):
-            pool = state.port_pool(host)
-            grants[host] = [pool.take(n) for _ in range(count)]
+            ports = state.port_pool(host).take(n * count)  # the lowest, task after task
+            grants[host] = [ports[i:i + n] for i in range(0, n * count, n)]
         state.port_counts[hosts] -= counts * n
         return OK
 

@@ -1,0 +1,138 @@
+"""`peloton sim run SCENARIO [--out DIR] [-o json|table] [--seed N]`: the cluster simulator.
+
+Runs the scenario under simulated time on the production scheduling cores (see
+`peloton.sim`), with a progress bar on stderr (simulated time / end time), writes
+metrics.json and PNG plots into `--out` (default `sim-out/<scenario name>`), and prints
+a summary: a table (default) or JSON (`-o json`, every summary field plus the wall-time
+figures `wall_s`, `events_per_s`, `placements_per_s` and `peak_rss_mb`). This shell is
+the only place that reads the clock. An unreadable or invalid scenario: a message on
+stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register", "OutputFormat", "summary_table"]
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `sim` command group (`sim run`) to the `peloton` app."""
+    sim_app = typer.Typer(no_args_is_help=True, help="Cluster simulator (simulated time).")
+    app.add_typer(sim_app, name="sim")
+    sim_app.command("run")(run)
+
+
+def run(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML), e.g. "
+                                             "examples/sim/small.yaml.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Directory for metrics.json "
+                                             "and plots [default: sim-out/<name>].")] = None,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o",
+                                                 help="Summary format.")] = OutputFormat.table,
+    seed: Annotated[int | None, typer.Option("--seed", help="Override the scenario's "
+                                             "seed.")] = None,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots",
+                                        help="Write the PNG plots.")] = True,
+) -> None:
+    """Simulate a scenario and report utilization, fairness, queueing and preemption."""
+    import numpy as np
+
+    from peloton.sim import (
+        ScenarioError,
+        Simulation,
+        load_scenario,
+        write_metrics,
+        write_report,
+    )
+
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        sc = load_scenario(scenario, seed)
+    except ScenarioError as exc:
+        err.print(f"error: {scenario}: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    started = time.perf_counter()
+    sim = Simulation(sc, np.random.default_rng(sc.seed), clock=time.perf_counter)
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.fields[now]}"), TimeElapsedColumn(),
+                  console=err, transient=True, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(f"simulating {sc.name}", total=sc.duration_s, now="")
+
+        def progress(now: float, end: float) -> None:
+            bar.update(task, completed=now, now=f"{now / 3600:.2f} h / {end / 3600:.2f} h")
+
+        result = sim.run(progress)
+    result.performance["total_wall_s"] = round(time.perf_counter() - started, 3)
+    result.performance["peak_rss_mb"] = round(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    target = out if out is not None else Path("sim-out") / sc.name
+    if plots:
+        write_report(result, target)
+    else:
+        write_metrics(result, target)
+    figures = {**result.summary, **result.performance, "out": str(target)}
+    if output is OutputFormat.json:
+        typer.echo(json.dumps(figures, indent=2))
+        return
+    Console().print(summary_table(figures))
+
+
+def summary_table(f: dict[str, Any]) -> Table:
+    table = Table("figure", "value", title=f"sim {f['scenario']} (seed {f['seed']})")
+    ttc = f["time_to_entitlement_s"]
+    rows = [
+        ("hosts / tasks / jobs", f"{f['hosts']:,} / {f['tasks']:,} / {f['jobs']:,}"),
+        ("simulated", f"{f['simulated_s'] / 3600:.2f} h in {f['wall_s']:.1f} s wall"),
+        ("events (per wall s)", f"{f['events']:,} ({f['events_per_s']:,.0f}/s)"),
+        ("placements (per wall s)", f"{f['placements']:,} ({f['placements_per_s']:,.0f}/s)"),
+        ("utilization cpu alloc / used", _pair(f["utilization"]["cpu_allocated_mean"],
+                                               f["utilization"]["cpu_used_mean"])),
+        ("utilization mem alloc / used", _pair(f["utilization"]["memory_allocated_mean"],
+                                               f["utilization"]["memory_used_mean"])),
+        ("Jain index (alloc / min(ent, demand))", _num(f["jain_index"])),
+        ("time to entitlement p50 / p99", f"{_num(ttc['p50'])} / {_num(ttc['p99'])} s "
+                                          f"({ttc['n']:,} episodes)"),
+        ("queueing delay p50 / p90 / p99",
+         f"{_num(f['queue_delay_p50_s'])} / {_num(f['queue_delay_p90_s'])} / "
+         f"{_num(f['queue_delay_p99_s'])} s"),
+    ]
+    for tier, d in f["queue_delay_by_tier_s"].items():
+        rows.append((f"  tier {tier} p50 / p99", f"{_num(d['p50'])} / {_num(d['p99'])} s "
+                                                 f"(n={d['n']:,})"))
+    rows += [
+        ("preemptions (per 1,000 placements)",
+         f"{f['preemptions']:,} ({f['preemptions_per_1000_placements']:g})"),
+        ("wasted cpu-s by preemption/loss", f"{f['wasted_cpu_s']:,.0f}"),
+        ("host failures / tasks lost", f"{f['host_failures']:,} / {f['lost']:,}"),
+        ("queued / running at end", f"{f['queued_at_end']:,} / {f['running_at_end']:,}"),
+        ("peak RSS", f"{f['peak_rss_mb']:,.0f} MB"),
+        ("output", f["out"]),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _pair(a: float | None, b: float | None) -> str:
+    return f"{_num(a)} / {_num(b)}"

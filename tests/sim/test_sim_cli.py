@@ -1,0 +1,57 @@
+"""`peloton sim run`: JSON summary with the documented fields, metrics.json and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from _sim_builders import EXAMPLES
+from typer.testing import CliRunner
+
+from peloton.cli import sim_cmd
+from peloton.sim import REPORT_FILES
+
+REQUIRED = {"hosts", "tasks", "wall_s", "events_per_s", "utilization_mean", "jain_index",
+            "queue_delay_p99_s", "preemptions"}
+
+
+def app() -> typer.Typer:
+    root = typer.Typer()
+
+    @root.callback()
+    def main() -> None:
+        """peloton"""
+
+    sim_cmd.register(root)
+    return root
+
+
+def test_sim_run_writes_metrics_and_plots_and_prints_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app(), ["sim", "run", str(EXAMPLES / "peloton-preemption.yaml"),
+                                        "--out", str(out), "-o", "json", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert REQUIRED <= set(figures)
+    assert figures["hosts"] == 3 and figures["tasks"] == 24 and figures["preemptions"] == 6
+    assert figures["seed"] == 3
+    for name in REPORT_FILES:
+        assert (out / name).stat().st_size > 0
+    doc = json.loads((out / "metrics.json").read_text())
+    assert set(doc) == {"summary", "performance", "series"}
+    assert doc["summary"]["preempted_running"] == 6
+
+
+def test_sim_run_prints_a_table(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app(), ["sim", "run", str(EXAMPLES / "peloton-preemption.yaml"),
+                                        "--out", str(tmp_path), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "Jain index" in result.output and "preemptions" in result.output
+
+
+def test_a_broken_scenario_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nduration_s: 10\nhosts: []\npools: []\n")
+    result = CliRunner().invoke(app(), ["sim", "run", str(bad)])
+    assert result.exit_code == 2
