@@ -41,7 +41,7 @@ class AgentConfig:
 
 
 class AgentCore:
-    inputs = ("task-launch-requested", "task-kill-requested")
+    inputs: tuple[str, ...] = ("task-launch-requested", "task-kill-requested")
     replay: tuple[str, ...] = ()
     tick_interval: float | None = 0.05
 

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def announce_ready(app: faust.App, name: str) -> None:
-    @app.on_rebalance_complete.connect
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def _ready(sender: Any, **kwargs: Any) -> None:
         log.info("%s: partitions assigned, consuming", name)
         marker = os.environ.get("PELOTON_READY_FILE")

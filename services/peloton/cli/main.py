@@ -17,6 +17,7 @@ def _register() -> None:
         cluster_cmd,
         placement_cmd,
         serve_cmd,
+        sim_cmd,
         user_cmds,
         whatif_respool,
     )
@@ -28,6 +29,7 @@ def _register() -> None:
     bench_placement.register(bench_app)
     serve_cmd.register(app)
     cluster_cmd.register(app)
+    sim_cmd.register(app)
 
 
 _register()

@@ -11,10 +11,10 @@ __all__ = ["HostManagerCore"]
 
 
 class HostManagerCore:
-    inputs = ("host-registered", "task-status-reported",
+    inputs: tuple[str, ...] = ("host-registered", "task-status-reported",
               "placement-made", "task-launch-requested", "placement-rejected",
               "offer-received", "job-events")
-    replay = inputs
+    replay: tuple[str, ...] = inputs
 
     def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05) -> None:
         self.book = HostBook(int(heartbeat_timeout_s * 1000))

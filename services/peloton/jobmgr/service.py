@@ -13,11 +13,11 @@ __all__ = ["JobManagerCore"]
 class JobManagerCore:
     """Adapter between ServiceShell and JobBook (no logic of its own)."""
 
-    inputs = ("job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
+    inputs: tuple[str, ...] = ("job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
               "placement-rejected", "task-launch-requested", "task-status-reported",
               "offer-received", "entitlement-updated", "respool-events")
     # its own facts plus the public requests, so a restart neither repeats nor forgets
-    replay = ("job-submitted", "job-kill-requested", "job-events",
+    replay: tuple[str, ...] = ("job-submitted", "job-kill-requested", "job-events",
               "entitlement-updated")
     tick_interval: float | None = 2.0
 

@@ -11,9 +11,9 @@ __all__ = ["PlacementCore"]
 
 
 class PlacementCore:
-    inputs = ("job-events", "tasks-admitted", "placement-made", "placement-rejected",
+    inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "placement-made", "placement-rejected",
               "task-launch-requested", "offer-received")
-    replay = inputs
+    replay: tuple[str, ...] = inputs
 
     def __init__(self, tick_interval: float = 0.05) -> None:
         self.board = PlacementBoard()

@@ -103,9 +103,9 @@ class JobBook:
         elif etype == "TaskStateChanged":
             self._apply_changes(job_id, body["changes"])
         elif etype == "JobStateChanged":
-            job = self.jobs.get(job_id)
-            if job is not None:
-                job.state = JobState(body["state"])
+            known = self.jobs.get(job_id)
+            if known is not None:
+                known.state = JobState(body["state"])
         elif etype == "EntitlementUpdated":
             self.pools = {p["pool"] for p in body["pools"]}
             parents = {p["parent"] for p in body["pools"] if p["parent"]}
