@@ -180,4 +180,27 @@ def full_scenario() -> Bus:
         "at": 8_000, "service": "jobmgr", "source_topic": "job-submitted", "partition": 2,
         "offset": 41, "reason": "not Avro single-object encoding (missing C3 01 marker)",
         "key": b"junk", "value": b"garbage"})
+    pools(bus)
     return bus
+
+
+def pools(bus: Bus, t: int = 1_600) -> None:
+    """Pool requests answered by the real resource manager core, and a preemption."""
+    from peloton.resmgr.domain.cycle import ResourceManager
+    from peloton.resmgr.domain.poolbook import parse_pool_document
+
+    rm = ResourceManager()
+    record = parse_pool_document(
+        {"resources": [{"kind": "cpu", "reservation": 0, "limit": 4}]}, "/lab")[0]
+    requests = [("ResourcePoolCreateRequested", "/lab", {"config": record}),
+                ("ResourcePoolUpdateRequested", "/lab", {"config": record, "parent": None}),
+                ("ResourcePoolDeleteRequested", "/lab", {}),
+                ("ResourcePoolDeleteRequested", "/ghost", {})]
+    for i, (etype, path, extra) in enumerate(requests):
+        body = {"request_id": f"rp-{i}", "at": t + i, "path": path, **extra}
+        bus.add(etype, path, body)
+        for fact in rm.handle(etype, body, t + i):
+            bus.add(fact.type, fact.key, fact.body)
+    bus.add("TasksPreempted", "/prod/batch", {"at": t + 10, "pool": "/prod/batch", "tasks": [
+        {"job_id": "job-wait", "instance": 0, "run": 1, "reason": "POOL_OVER_ENTITLEMENT",
+         "detail": "pool /prod/batch over entitlement for 3 cycles: cpu 8/4"}]})

@@ -131,6 +131,11 @@ def test_delete_is_refused_for_pools_with_children_or_tasks() -> None:
     assert leader.ask(delete("/a", "r4")).body["reasons"] == [
         "/a: children: pool has child pools (/a/b)"]
     assert leader.ask(delete("/t", "r5")).body["reasons"] == ["/t: tasks: pool still has tasks"]
+    assert leader.ask(create("/t/sub", "r5b")).body["reasons"] == [
+        "/t/sub: parent: /t holds tasks; jobs run in leaf pools, so a pool with tasks cannot "
+        "get child pools"]
+    assert leader.ask(update("/a/b", "r5c", parent="/t")).body["reasons"][0].startswith(
+        "/a/b: parent: /t holds tasks")
     assert leader.ask(delete("/a/b", "r6")).type == "ResourcePoolDeleted"
     assert leader.ask(delete("/a", "r7")).type == "ResourcePoolDeleted"
     assert sorted(leader.book.tree.nodes) == ["/", "/default", "/t"]

@@ -37,7 +37,7 @@ def assert_final_states(sim: Simulation) -> None:
 
 
 def test_small_scenario_conserves_at_every_event() -> None:
-    sim = run_audited(example("small", duration_s=2400), seed=7)
+    sim = run_audited(example("small", duration_s=1800), seed=7)
     assert_final_states(sim)
     summary = sim.result().summary
     assert summary["preemptions"] > 0  # the preemption paths were exercised

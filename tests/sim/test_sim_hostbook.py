@@ -27,7 +27,7 @@ def fresh_table(book: HostBook) -> HostTable:
     ])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_a_refreshed_table_places_like_a_fresh_one(seed: int) -> None:
     rng = np.random.default_rng(seed)

@@ -402,15 +402,17 @@ def respool_get(
     types = {r["kind"]: r["type"] for r in config.get("resources", [])}
     table = Table("KIND", "RESERVATION", "LIMIT", "SHARE", "TYPE", "ENTITLEMENT", "NON-SLACK",
                   "SLACK", "ALLOCATION", "DEMAND")
+    shares = pool.get("share") or {}
+
+    def num(field: str, kind: str) -> str:
+        return f"{pool[field].get(kind, 0.0):g}"
+
     for kind in ("cpu", "memory", "disk", "gpu"):
-        cells = [pool[f].get(kind, 0.0) for f in (
-            "reservation", "limit", "share", "entitlement", "nonslack_entitlement",
-            "slack_entitlement", "allocation", "demand")] if pool.get("share") else [
-            pool[f].get(kind, 0.0) for f in ("reservation", "limit")] + [None] + [
-            pool[f].get(kind, 0.0) for f in ("entitlement", "nonslack_entitlement",
-                                            "slack_entitlement", "allocation", "demand")]
-        text = ["-" if c is None else f"{c:g}" for c in cells]
-        table.add_row(kind, *text[:3], types.get(kind, "-"), *text[3:])
+        share = f"{shares[kind]:g}" if kind in shares else "-"
+        table.add_row(kind, num("reservation", kind), num("limit", kind), share,
+                      types.get(kind, "-"),
+                      *(num(f, kind) for f in ("entitlement", "nonslack_entitlement",
+                                               "slack_entitlement", "allocation", "demand")))
     _out().print(table)
 
 

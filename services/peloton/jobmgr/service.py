@@ -13,12 +13,13 @@ __all__ = ["JobManagerCore"]
 class JobManagerCore:
     """Adapter between ServiceShell and JobBook (no logic of its own)."""
 
-    inputs: tuple[str, ...] = ("job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
-              "placement-rejected", "task-launch-requested", "task-status-reported",
-              "offer-received", "entitlement-updated", "respool-events")
+    inputs: tuple[str, ...] = (
+        "job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
+        "placement-rejected", "task-launch-requested", "task-status-reported",
+        "offer-received", "entitlement-updated", "respool-events")
     # its own facts plus the public requests, so a restart neither repeats nor forgets
-    replay: tuple[str, ...] = ("job-submitted", "job-kill-requested", "job-events",
-              "entitlement-updated")
+    replay: tuple[str, ...] = (
+        "job-submitted", "job-kill-requested", "job-events", "entitlement-updated")
     tick_interval: float | None = 2.0
 
     def __init__(self) -> None:

@@ -183,12 +183,14 @@ class ResourceManager:
                     "at": now_ms,
                     "cycle": self.cycle,
                     "capacity": capacity.as_dict(),
-                    "pools": self._pool_rows(usage),
+                    "pools": self._pool_rows(usage, capacity),
                 },
             )
         ]
 
-    def _pool_rows(self, usage: dict[str, PoolUsage]) -> list[dict[str, Any]]:
+    def _pool_rows(self, usage: dict[str, PoolUsage],
+                   capacity: Resources) -> list[dict[str, Any]]:
+        """One row per pool; the root's reservation and limit are the cluster capacity."""
         rows = []
         totals: dict[str, tuple[Resources, Resources]] = {}
         for path in reversed(self.tree.preorder):
@@ -209,8 +211,10 @@ class ResourceManager:
                 {
                     "pool": path,
                     "parent": node.parent,
-                    "reservation": (self.tree.reservation(path) or zero).as_dict(),
-                    "limit": (self.tree.limit(path) or zero).as_dict(),
+                    "reservation": (capacity if path == ROOT
+                                    else self.tree.reservation(path) or zero).as_dict(),
+                    "limit": (capacity if path == ROOT
+                              else self.tree.limit(path) or zero).as_dict(),
                     "entitlement": (ent.entitlement if ent else zero).as_dict(),
                     "slack_entitlement": (ent.slack_entitlement if ent else zero).as_dict(),
                     "nonslack_entitlement": (ent.nonslack_entitlement if ent else zero).as_dict(),

@@ -183,6 +183,9 @@ def waterfill_batch(amount: Array, weights: Array, caps: Array) -> Array:
     p_j = np.take_along_axis(prefix, j, axis=1)[:, 0, :]
     s_j = np.take_along_axis(suffix, j, axis=1)[:, 0, :]
     level = np.where(exceeds.any(axis=1), (amount - p_j) / s_j, np.inf)
+    # caps/weight can underflow to 0 for subnormal caps, leaving p_j a hair above amount:
+    # a negative level would hand out negative amounts
+    level = np.maximum(level, 0.0)
     return np.minimum(caps, w * level[:, None, :])
 
 

@@ -18,8 +18,11 @@ Contract:
   that have not come back in time; a new leader publishes them again (a predecessor may
   have died between deciding and publishing), which is safe since facts are idempotent.
 
-Validation against the cluster: top-level pools are checked against the capacity passed
-to `decide` (None: not known yet, so those two root checks are skipped).
+Rules beyond pooltree's (limits within the parent's, sibling reservations within the
+parent's, unique names, moves re-validated): a pool with tasks (`busy_pools`) cannot be
+deleted nor get child pools (jobs run in leaf pools); /default cannot be deleted (jobs
+without a respool go there). Top-level pools are checked against the capacity passed to
+`decide` (None: not known yet, so those two root checks are skipped).
 """
 
 from __future__ import annotations
@@ -205,9 +208,9 @@ class PoolBook:
             outcome = [str(exc)]
         else:
             if etype == "ResourcePoolCreateRequested":
-                outcome = self._create(tree, path, body, now_ms)
+                outcome = self._create(tree, path, body, busy_pools, now_ms)
             elif etype == "ResourcePoolUpdateRequested":
-                outcome = self._update(tree, path, body, now_ms)
+                outcome = self._update(tree, path, body, busy_pools, now_ms)
             else:
                 outcome = self._delete(tree, path, body, busy_pools, now_ms)
         if isinstance(outcome, list):
@@ -240,12 +243,14 @@ class PoolBook:
         return entries
 
     def _create(self, tree: PoolTree, path: str, body: Mapping[str, Any],
-                now_ms: int) -> Event | list[str]:
+                busy_pools: Collection[str], now_ms: int) -> Event | list[str]:
         if path == ROOT:
             return ["/: pool: the root pool always exists"]
         parent, name = split_path(path)
         if parent not in tree:
             return [f"{path}: parent: no pool at {parent}"]
+        if parent in busy_pools:
+            return [_holds_tasks(path, parent)]
         config = _config(body, path, name)
         if isinstance(config, list):
             return config
@@ -257,7 +262,7 @@ class PoolBook:
             "pool": _record(path, parent, config)})
 
     def _update(self, tree: PoolTree, path: str, body: Mapping[str, Any],
-                now_ms: int) -> Event | list[str]:
+                busy_pools: Collection[str], now_ms: int) -> Event | list[str]:
         if path not in tree or path == ROOT:
             why = "the root pool cannot be changed" if path == ROOT else "no pool at this path"
             return [f"{path}: pool: {why}"]
@@ -273,6 +278,8 @@ class PoolBook:
             if target != current:
                 if target not in tree:
                     return [f"{path}: parent: no pool at {target}"]
+                if target in busy_pools:
+                    return [_holds_tasks(path, target)]
                 moved = move_pool(tree, path, target)
                 if isinstance(moved, list):
                     return moved
@@ -302,6 +309,11 @@ class PoolBook:
             return result
         return Event("ResourcePoolDeleted", path, {
             "request_id": body["request_id"], "at": now_ms, "path": path})
+
+def _holds_tasks(path: str, parent: str) -> str:
+    return (f"{path}: parent: {parent} holds tasks; jobs run in leaf pools, so a pool with "
+            "tasks cannot get child pools")
+
 
 def _config(body: Mapping[str, Any], path: str, name: str) -> PoolConfig | list[str]:
     """The request's config named `name`, or why it cannot be read (the topic is public:
