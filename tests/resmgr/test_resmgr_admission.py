@@ -145,7 +145,7 @@ def test_aged_gang_reserves_its_budget_so_it_is_not_starved() -> None:
     assert result.state.blocked_cycles == {"big": 3}
     assert ids(result.admitted) == ["rev"]  # another budget still flows
     assert result.pending_reasons["small3"] == (
-        "held back: gang big has waited 3 cycles and reserves the nonslack budget"
+        "held back: gang big has waited too long and reserves the nonslack budget"
     )
     # allocation frees up: the big gang goes first, small3 now waits its turn
     freed = {POOL: cpu_pool(10, allocated=2)}

@@ -263,10 +263,6 @@ def test_admission_stays_within_entitlement_and_capacity(
 # ------------------------------------------------------------------------ bugs
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cycle.py _queues groups a retried gang member "
-                   "(instance < gang_size, new run) with only the other *pending* members "
-                   "and requires gang_size of them; while the rest of the gang runs it waits "
-                   "'for N more gang members' forever")
 def test_a_retried_gang_member_is_admitted_while_the_gang_runs() -> None:
     rm = cluster(8)
     submit(rm, "g", 3, min_running=3)
@@ -280,11 +276,6 @@ def test_a_retried_gang_member_is_admitted_while_the_gang_runs() -> None:
     assert ("g", 0) in admitted(out), deferred(out)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cycle.py tick() measures the cycle from the last "
-                   "*computation* (`due` uses _computed_at), which every ledger change resets "
-                   "after min_recompute_ms, and _entitlement swallows a changed result computed "
-                   "<1 s after a publish; while tasks keep making progress the periodic "
-                   "EntitlementUpdated never comes and the swallowed change is never published")
 def test_entitlement_is_published_every_cycle_while_tasks_make_progress() -> None:
     rm = cluster(8)
     submit(rm, "j1", 200)
@@ -300,11 +291,6 @@ def test_entitlement_is_published_every_cycle_while_tasks_make_progress() -> Non
     assert pool_row(published[0], "/default")["demand"]["cpu"] == 242.0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: admission.py puts the holder's age into the "
-                   "'held back: gang X has waited N cycles' reason, so cycle.py _deferred "
-                   "('only when the reason changed') republishes AdmissionDeferred for every "
-                   "task behind a reserving gang on every admission run, i.e. on every "
-                   "ledger change in the cluster")
 def test_waiting_tasks_are_not_deferred_again_while_nothing_changes_for_them() -> None:
     rm = cluster(4, 4)
     submit(rm, "j1", 40)

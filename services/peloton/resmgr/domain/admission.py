@@ -170,9 +170,11 @@ def admit(
             if held:
                 if gang.gang_id in previous:  # waiting behind a reservation keeps its age
                     blocked[gang.gang_id] = previous[gang.gang_id]
-                holder, holder_age = barrier[held[0]]
+                holder, _ = barrier[held[0]]
+                # no age in the text: a reason that changes every cycle would be
+                # republished every cycle for every task behind the holder
                 reasons[gang.gang_id] = (
-                    f"held back: gang {holder} has waited {holder_age} cycles "
+                    f"held back: gang {holder} has waited too long "
                     f"and reserves the {held[0]} budget"
                 )
                 continue

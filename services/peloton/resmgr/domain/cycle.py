@@ -87,6 +87,8 @@ class ResourceManager:
         self.cycle = 0
         self._computed_at = -(10**15)
         self._published_at = -(10**15)
+        self._cycle_at = -(10**15)  # the last periodic cycle (recomputes do not move it)
+        self._unpublished = False  # a changed result not published yet (rate limit)
         self._computed_version = -1
         self._computed_tree = -1
         self._computed_hosts = -1
@@ -124,14 +126,17 @@ class ResourceManager:
     # ---- cycle ----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
         events: list[Event] = self.pools.unconfirmed(now_ms, self.resend_pool_facts_ms)
-        due = now_ms - self._computed_at >= self.entitlement_cycle_ms
+        due = now_ms - self._cycle_at >= self.entitlement_cycle_ms
         reshaped = (self.pools.version != self._computed_tree
                     or self.ledger.hosts_version != self._computed_hosts)
         changed = self.ledger.version != self._computed_version
         computed: list[Event] = []
-        if due or reshaped or (changed and now_ms - self._computed_at >= self.min_recompute_ms):
+        catch_up = self._unpublished and now_ms - self._published_at >= 1000
+        if (due or reshaped or catch_up
+                or (changed and now_ms - self._computed_at >= self.min_recompute_ms)):
             computed += self._entitlement(now_ms, publish=due or reshaped)
             if due:
+                self._cycle_at = now_ms
                 computed += self._preempt(now_ms)
         events += computed
         if self.ledger.version != self._admitted_version or computed:
@@ -171,10 +176,13 @@ class ResourceManager:
         self._computed_version = self.ledger.version
         self._computed_tree = self.pools.version
         self._computed_hosts = self.ledger.hosts_version
-        if not (publish or changed) or (not publish and now_ms - self._published_at < 1000):
+        self._unpublished = self._unpublished or changed
+        if not (publish or self._unpublished) or (
+                not publish and now_ms - self._published_at < 1000):
             return []
         self.cycle += 1
         self._published_at = now_ms
+        self._unpublished = False
         return [
             Event(
                 "EntitlementUpdated",
@@ -290,7 +298,9 @@ class ResourceManager:
         for entry in self.ledger.active():
             if entry.pending:
                 job = entry.job
-                in_gang = job.gang_size > 1 and entry.instance < job.gang_size
+                # a retried member restarts alone: the rest of its gang already runs
+                in_gang = (job.gang_size > 1 and entry.instance < job.gang_size
+                           and entry.run == 1)
                 gid = f"{job.job_id}/gang" if in_gang else entry.task_id
                 members[gid].append(entry)
         queues: dict[str, list[Gang]] = defaultdict(list)
