@@ -100,7 +100,31 @@ def test_anti_affinity_lands_one_instance_per_agent(client: httpx.Client) -> Non
     kill(client, crowd)
 
 
-def test_gang_waits_whole_then_starts_whole(client: httpx.Client) -> None:
+def _dump(job_id: str) -> None:
+    from confluent_kafka import Consumer
+    from peloton.bus.codec import default_codec
+    codec = default_codec()
+    c = Consumer({"bootstrap.servers": BOOT[0], "group.id": "dbg-" + uuid.uuid4().hex,
+                  "auto.offset.reset": "earliest"})
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in ("job-events", "tasks-admitted",
+              "placement-made") for p in range(4)])
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        et, body = codec.decode(m.value())
+        if job_id in json.dumps(body):
+            print("DBG", m.topic(), et, json.dumps(body)[:600])
+    c.close()
+
+
+BOOT: list[str] = []
+
+
+def test_gang_waits_whole_then_starts_whole(client: httpx.Client, cluster: Cluster) -> None:
+    BOOT[:] = [cluster.layout.bootstrap]
     # 2.5 cpus on each agent leaves 1.5 free on each: 4.5 cpus in all, enough for the
     # pool's budget, but room for only three of the gang's four 1-cpu tasks.
     sleeper = submit(client, job_yaml("sleeper", 3, 2.5, "sleep 600"))
@@ -109,13 +133,20 @@ def test_gang_waits_whole_then_starts_whole(client: httpx.Client) -> None:
     assert sorted(t["host"] for t in running) == AGENTS
     gang = submit(client, job_yaml("gang", 4, 1.0, "sleep 3", gang=True))
 
+    seen: list[Any] = []
+
     def waiting_whole() -> list[dict[str, Any]] | None:
         ts = tasks(client, gang)
+        seen[:] = [(t["instance"], t["state"], t["reason"]) for t in ts]
         if len(ts) == 4 and all(t["state"] in WAITING and "gang" in t["reason"] for t in ts):
             return ts
         return None
 
-    waiting = wait_for(waiting_whole, 30, what="the whole gang waiting with a reason")
+    try:
+        waiting = wait_for(waiting_whole, 30, what="the whole gang waiting with a reason")
+    except pytest.fail.Exception:
+        _dump(gang)
+        pytest.fail(f"the gang did not wait whole with the engine's reason: {seen}")
     reasons = {t["reason"] for t in waiting}
     assert any("needs 4 tasks, 3 fit" in r for r in reasons), reasons
     time.sleep(2)  # rounds keep refusing it: still nothing placed, let alone running

@@ -116,3 +116,7 @@ def test_bench_command_small_run() -> None:
         assert key in out
     assert out["violations"] == 0
     assert out["placed"] > 2000
+    assert out["host_table"] == "incremental"
+    # the service's own loop over the same workload: never over-commits, places most
+    assert out["service_overcommitted_hosts"] == 0
+    assert out["service_placed"] > 2000

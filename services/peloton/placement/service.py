@@ -11,8 +11,8 @@ __all__ = ["PlacementCore"]
 
 
 class PlacementCore:
-    inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "placement-made", "placement-rejected",
-              "task-launch-requested", "offer-received")
+    inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "placement-made",
+                               "placement-rejected", "task-launch-requested", "offer-received")
     replay: tuple[str, ...] = inputs
 
     def __init__(self, tick_interval: float = 0.05) -> None:

@@ -162,8 +162,8 @@ class CycleState:
     plugins' Reserve/Unreserve mutate it; everything else reads.
     """
 
-    __slots__ = ("table", "config", "free", "_slack", "_port_counts", "port_pools",
-                 "port_grants", "_task_counts", "_reserved", "_blocks")
+    __slots__ = ("table", "config", "free", "_slack", "_port_counts", "_port_next",
+                 "port_pools", "port_grants", "_task_counts", "_reserved", "_blocks")
 
     def __init__(self, table: HostTable, config: PlacementConfig) -> None:
         self.table = table
@@ -171,9 +171,12 @@ class CycleState:
         self.free: FloatArray = table.free.copy()
         self._slack: FloatArray | None = None
         self._port_counts: IntArray | None = None
+        self._port_next: IntArray | None = None
         self.port_pools: dict[int, PortPool] = {}
-        self.port_grants: dict[int, dict[int, list[list[int]]]] = {}
-        """group ordinal -> host position -> one list of port numbers per task."""
+        """Hosts whose ports are handed out by an allocator (see `port_next`)."""
+        self.port_grants: dict[int, IntArray] = {}
+        """group ordinal -> port numbers [task, port name] of its reserved tasks, in the
+        order of the reservation's hosts and counts (the order Bind assigns task ids)."""
         self._task_counts: dict[str, IntArray] = {}
         self._reserved: dict[str, dict[int, tuple[IntArray, IntArray]]] = {}
         """label -> group ordinal -> (hosts, counts) reserved this round."""
@@ -199,10 +202,11 @@ class CycleState:
             self._blocks = BlockIndex(self.table, self.free, self.config.scan_block)
         return self._blocks
 
-    def resources_changed(self, group: TaskGroup, hosts: IntArray) -> None:
-        """Keep derived indexes current after the group's pool changed on ``hosts``."""
+    def resources_changed(self, group: TaskGroup, hosts: IntArray, grew: bool = False) -> None:
+        """Keep derived indexes current after the group's pool shrank (a reservation) or
+        ``grew`` (an unreservation) on ``hosts``."""
         if self._blocks is not None:
-            self._blocks.touch(group.revocable, hosts)
+            self._blocks.touch(group.revocable, hosts, grew)
 
     def pool(self, group: TaskGroup) -> FloatArray:
         """The resources the group may use: slack for revocable tasks, else non-slack."""
@@ -235,10 +239,26 @@ class CycleState:
             if live is not None:
                 live[hosts] -= counts
 
+    @property
+    def port_next(self) -> IntArray:
+        """Live lowest free port of each host's first free range (from the table's
+        `port_first`): while the first range has room, ports are handed out by bumping
+        this, for many hosts at once. A host that needs more goes to its own allocator
+        (`port_pool`) for the rest of the round."""
+        if self._port_next is None:
+            self._port_next = self.table.port_first[0].copy()
+        return self._port_next
+
     def port_pool(self, host: int) -> PortPool:
+        """The host's port allocator, created on first use from what is still free."""
         pool = self.port_pools.get(host)
         if pool is None:
-            pool = self.port_pools[host] = PortPool(self.table.port_ranges[host])
+            ranges = self.table.port_ranges[host]
+            if ranges:
+                begin = int(self.port_next[host])
+                rest = ranges[1:]
+                ranges = ((begin, ranges[0][1]),) + rest if begin <= ranges[0][1] else rest
+            pool = self.port_pools[host] = PortPool(ranges)
         return pool
 
 

@@ -14,8 +14,8 @@ which is unique, so the order is total. Within a group tasks are sorted by task 
 from __future__ import annotations
 
 import math
-from operator import attrgetter
 from collections.abc import Hashable, Sequence
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -41,6 +41,7 @@ _FIELDS = attrgetter(
     "revocable", "priority", "labels",
 )
 """Everything that makes two tasks identical (all but the task id)."""
+_TASK_ID = attrgetter("task_id")
 
 
 def build_units(
@@ -89,7 +90,7 @@ def build_units(
         ids.append(t.task_id)
         last_ids = ids
     seen = sum(len(v) for v in buckets.values())
-    if seen != len({t.task_id for t in tasks}):
+    if seen != len(set(map(_TASK_ID, tasks))):
         raise PlacementInputError(f"duplicate task ids: {_duplicates(tasks)}")
 
     invalid: dict[str, Status] = {}
@@ -159,34 +160,33 @@ def _join(parts: list[HardConstraint]) -> HardConstraint | None:
 
 def _order_units(groups: list[TaskGroup], max_capacity: FloatArray) -> list[Unit]:
     scale = np.where(max_capacity > 0, max_capacity, 1.0)
-
-    def size(g: TaskGroup) -> float:
-        return float((g.request / scale).max())
+    # one vectorised pass for every group's normalised size (the sort keys read it often)
+    requests = np.array([g.request for g in groups], dtype=np.float64).reshape(-1, len(scale))
+    sizes = (requests / scale).max(axis=1).tolist() if groups else []
+    size = {id(g): s for g, s in zip(groups, sizes, strict=True)}
+    gpu = {id(g): float(r) for g, r in zip(groups, requests[:, 3].tolist(), strict=True)}
 
     def group_key(g: TaskGroup) -> tuple[float, float, str, str]:
-        return (-g.request[3], -size(g), g.job_id, g.task_ids[0])
+        return (-gpu[id(g)], -size[id(g)], g.job_id, g.task_ids[0])
 
     gangs: dict[str, list[TaskGroup]] = {}
-    units: list[Unit] = []
+    keyed: list[tuple[tuple[int, int, float, float, str, str], Unit]] = []
     for g in groups:
         if g.gang_id is None:
-            units.append(Unit(None, 1, [g]))
+            keyed.append(((-g.priority, 1, -gpu[id(g)], -size[id(g)], g.job_id, g.task_ids[0]),
+                          Unit(None, 1, [g])))
         else:
             gangs.setdefault(g.gang_id, []).append(g)
     for gang_id, members in gangs.items():
         members.sort(key=group_key)
-        units.append(Unit(gang_id, max(m.gang_size for m in members), members))
-
-    def unit_key(u: Unit) -> tuple[int, int, float, float, str, str]:
-        lead = u.groups[0]
-        first = min(g.task_ids[0] for g in u.groups)
-        return (
-            -max(g.priority for g in u.groups), 0 if u.gang_id is not None else 1,
-            -max(float(g.request[3]) for g in u.groups), -max(size(g) for g in u.groups),
-            lead.job_id, first,
-        )
-
-    units.sort(key=unit_key)
+        unit = Unit(gang_id, max(m.gang_size for m in members), members)
+        keyed.append(((
+            -max(m.priority for m in members), 0,
+            -max(gpu[id(m)] for m in members), -max(size[id(m)] for m in members),
+            members[0].job_id, min(m.task_ids[0] for m in members),
+        ), unit))
+    keyed.sort(key=itemgetter(0))
+    units = [unit for _, unit in keyed]
     ordinal = 0
     for u in units:
         for g in u.groups:

@@ -7,8 +7,9 @@ per kind and pool (non-slack, slack), the largest free amount of any of its host
 group visits only blocks whose maxima could fit one of its tasks, in order, in steps of
 1, 2, 4, ... blocks, until the hosts found can take the whole group. Pruning by maxima
 never skips a host that fits (a host fits only if every kind fits, so its block's
-maxima fit too). Blocks whose hosts were reserved or unreserved are marked and their
-maxima recomputed, all at once, before the next visit.
+maxima fit too). Blocks whose hosts were reserved keep their (now possibly too high, so
+still safe) maxima until a scan reaches them; blocks whose hosts were unreserved are
+recomputed before the next scan.
 
 Used for PACK groups without soft preferences or spread (they need every host ranked);
 the outcome is first-fit in the fixed order refined by best-fit within the hosts found.
@@ -34,7 +35,7 @@ class BlockIndex:
     """Blocks of hosts in round order with per-block maxima of free resources."""
 
     __slots__ = ("members", "sizes", "block_of", "gpu_blocks", "_gather", "_maxima",
-                 "_dirty")
+                 "_dirty", "_low")
 
     def __init__(self, table: HostTable, free: FloatArray, block: int) -> None:
         n = len(table)
@@ -60,10 +61,16 @@ class BlockIndex:
         """Blocks holding a GPU host (they come last in the order)."""
         self._maxima: dict[bool, FloatArray] = {}
         self._dirty: dict[bool, BoolArray] = {}
+        """Per pool: blocks whose maxima may be too high (refreshed when a scan gets there)."""
+        self._low: dict[bool, BoolArray] = {}
+        """Per pool: blocks whose maxima may be too low (refreshed before the next scan)."""
 
-    def touch(self, slack: bool, hosts: IntArray) -> None:
-        """The ``slack`` (or non-slack) pool changed on ``hosts``."""
-        dirty = self._dirty.get(slack)
+    def touch(self, slack: bool, hosts: IntArray, grew: bool = False) -> None:
+        """The ``slack`` (or non-slack) pool changed on ``hosts``: shrank (a reservation:
+        the blocks' maxima may now be too high, which is safe, and are refreshed when a
+        scan reaches them) or ``grew`` (an unreservation: refreshed before the next scan,
+        since a maximum that is too low would skip a host that fits)."""
+        dirty = (self._low if grew else self._dirty).get(slack)
         if dirty is not None and hosts.size:
             dirty[self.block_of[hosts]] = True
 
@@ -73,24 +80,51 @@ class BlockIndex:
         fullest hosts first, or the emptiest first (GPU hosts last either way)."""
         maxima = self._current(pool, slack)
         if group.kinds:
-            ok = (maxima[group.kind_index] + EPSILON >= group.kind_request).all(axis=0)
-            eligible = np.flatnonzero(ok)
+            eligible = self._fits(maxima, group).nonzero()[0]
         else:
             eligible = np.arange(maxima.shape[1])
         if emptiest_first:
             gpu = self.gpu_blocks[eligible]
             eligible = np.concatenate((eligible[~gpu][::-1], eligible[gpu][::-1]))
+        dirty = self._dirty[slack]
         start, width = 0, 1
         while start < eligible.size:
-            chosen = eligible[start:start + width]
+            chosen, start = self._confirm(pool, maxima, dirty, group, eligible, start, width)
             if chosen.size == 1:
                 b = int(chosen[0])
                 yield self.members[b, : self.sizes[b]]
-            else:
+            elif chosen.size:
                 rows = self.members[chosen].ravel()
                 yield np.sort(rows[rows < self.block_of.size])
-            start += width
             width *= 2
+
+    def _confirm(
+        self, pool: FloatArray, maxima: FloatArray, dirty: BoolArray, group: TaskGroup,
+        eligible: IntArray, start: int, width: int,
+    ) -> tuple[IntArray, int]:
+        """The next ``width`` blocks from ``eligible[start:]`` that still fit once their
+        stale maxima are refreshed, and where to go on from (the same blocks an eager
+        refresh of every stale block would have listed)."""
+        parts: list[IntArray] = []
+        got = 0
+        while got < width and start < eligible.size:
+            window = eligible[start:start + width - got]
+            start += window.size
+            stale = window[dirty[window]]
+            if stale.size:
+                maxima[:, stale] = self._block_max(pool, stale)
+                dirty[stale] = False
+                if group.kinds:
+                    window = window[self._fits(maxima[:, window], group)]
+            parts.append(window)
+            got += window.size
+        return (parts[0] if len(parts) == 1 else np.concatenate(parts)), start
+
+    @staticmethod
+    def _fits(maxima: FloatArray, group: TaskGroup) -> BoolArray:
+        ok: BoolArray = np.logical_and.reduce(
+            maxima[group.kind_index] + EPSILON >= group.kind_request, axis=0)
+        return ok
 
     def _current(self, pool: FloatArray, slack: bool) -> FloatArray:
         maxima = self._maxima.get(slack)
@@ -98,17 +132,23 @@ class BlockIndex:
             blocks = np.arange(self.members.shape[0])
             maxima = self._maxima[slack] = self._block_max(pool, blocks)
             self._dirty[slack] = np.zeros(blocks.size, dtype=bool)
+            self._low[slack] = np.zeros(blocks.size, dtype=bool)
             return maxima
-        dirty = self._dirty[slack]
-        stale = np.flatnonzero(dirty)
-        if stale.size:
-            maxima[:, stale] = self._block_max(pool, stale)
-            dirty[stale] = False
+        low = self._low[slack]
+        grown = low.nonzero()[0]
+        if grown.size:
+            maxima[:, grown] = self._block_max(pool, grown)
+            low[grown] = False
+            self._dirty[slack][grown] = False
         return maxima
 
     def _block_max(self, pool: FloatArray, blocks: IntArray) -> FloatArray:
         rows = self._gather[blocks]
-        out: FloatArray = np.empty((pool.shape[0], blocks.size), dtype=np.float64)
+        if blocks.size <= 4:  # the common refresh (a block or two): one 2-D gather
+            out: FloatArray = pool.take(rows.ravel(), axis=1).reshape(
+                pool.shape[0], blocks.size, rows.shape[1]).max(axis=2)
+            return out
+        out = np.empty((pool.shape[0], blocks.size), dtype=np.float64)
         for k in range(pool.shape[0]):  # one gather per kind: see hostindex.take_rows
             out[k] = pool[k][rows].max(axis=1)
         return out

@@ -32,10 +32,10 @@ def best_first(scores: FloatArray, m: int) -> IntArray:
         return order[:m].astype(np.int64)
     key = np.rint(scores * -1e9).astype(np.int64) * size + np.arange(size, dtype=np.int64)
     if m >= size:
-        out: IntArray = np.argsort(key)
+        out: IntArray = key.argsort()
         return out
-    chosen = np.argpartition(key, m - 1)[:m]
-    ordered: IntArray = chosen[np.argsort(key[chosen])]
+    chosen = key.argpartition(m - 1)[:m]
+    ordered: IntArray = chosen[key[chosen].argsort()]
     return ordered
 
 
@@ -57,21 +57,21 @@ def water_fill(existing: IntArray, limits: IntArray, scores: FloatArray, n: int)
     # Usually one step up suffices (a new job, or an evenly spread one): then the n best
     # slots at the lowest level get one each.
     lowest = (existing == lo) & (limits > 0)
-    if int(np.count_nonzero(lowest)) >= n:
-        slots = np.flatnonzero(lowest)
+    slots = lowest.nonzero()[0]
+    if slots.size >= n:
         given = np.zeros_like(limits)
         given[slots[best_first(scores[slots], n)]] = 1
         return given
     hi = int(existing.max()) + n  # at this level at least n are given
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if int(np.clip(mid - existing, 0, limits).sum()) >= n:
+        if int(np.minimum(np.maximum(mid - existing, 0), limits).sum()) >= n:
             hi = mid
         else:
             lo = mid
-    given = np.clip(hi - 1 - existing, 0, limits)
+    given = np.minimum(np.maximum(hi - 1 - existing, 0), limits)
     missing = n - int(given.sum())
     if missing > 0:
-        eligible = np.flatnonzero((given < limits) & (existing <= hi - 1))
+        eligible = ((given < limits) & (existing <= hi - 1)).nonzero()[0]
         given[eligible[best_first(scores[eligible], missing)]] += 1
     return given

@@ -31,18 +31,18 @@ def domain_quotas(
     slot = slot_all[hosts]
     width = len(vocab) + 1
     room_all = np.bincount(slot, weights=limits, minlength=width)
-    present = np.flatnonzero(room_all > 0)
+    present = (room_all > 0).nonzero()[0]
     if present.size <= 1:
         return [(np.arange(hosts.size), n)]
     jobs = job_counts(state, group)
-    busy = np.flatnonzero(jobs)
+    busy = jobs.nonzero()[0]
     existing_all = np.bincount(slot_all[busy], weights=jobs[busy], minlength=width)
     room = room_all[present].astype(np.int64)
     existing = existing_all[present].astype(np.int64)
     quotas = water_fill(existing, room, room.astype(np.float64), n)
     wanted = [(s, q) for s, q in zip(present.tolist(), quotas.tolist(), strict=True) if q > 0]
     if len(wanted) <= 8:  # few domains (zones): one scan each is cheapest
-        return [(np.flatnonzero(slot == s), int(q)) for s, q in wanted]
+        return [((slot == s).nonzero()[0], int(q)) for s, q in wanted]
     by_slot = np.argsort(slot, kind="stable")  # many (racks): one sort, then slices
     bounds = np.concatenate(([0], np.cumsum(np.bincount(slot, minlength=width))))
     return [(by_slot[bounds[s]:bounds[s + 1]], int(q)) for s, q in wanted]

@@ -31,10 +31,13 @@ class DefaultBind:
         ids = group.task_ids[: len(hosts)]
         if not group.ports:
             return list(map(_placement, zip(ids, hosts, repeat(NO_PORTS))))
-        grants = state.port_grants.get(group.ordinal, {})
+        if not hosts:
+            return []
+        numbers = state.port_grants[group.ordinal].tolist()
         port_names = group.ports
-        ports = [dict(zip(port_names, numbers, strict=True))
-                 for host, count in zip(attempt.hosts.tolist(), attempt.counts.tolist(),
-                                        strict=True)
-                 for numbers in grants[host][:count]]
-        return list(map(_placement, zip(ids, hosts, ports)))
+        if len(port_names) == 1:
+            (only,) = port_names
+            ports = [{only: port} for (port,) in numbers]
+        else:
+            ports = [dict(zip(port_names, row, strict=True)) for row in numbers]
+        return list(map(_placement, zip(ids, hosts, ports, strict=True)))

@@ -18,7 +18,7 @@ __all__ = ["Pack", "pack"]
 
 def pack(hosts: IntArray, limits: IntArray, scores: FloatArray, n: int) -> IntArray:
     """Counts per host: best score first (ties: lower host position), first fit."""
-    best = int(np.argmax(scores))  # the first of the best
+    best = int(scores.argmax())  # the first of the best
     if limits[best] >= n:  # the best host takes them all: the common small group
         counts = np.zeros(hosts.size, dtype=np.int64)
         counts[best] = n

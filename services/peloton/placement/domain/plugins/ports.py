@@ -1,8 +1,10 @@
 """Filter + Reserve: dynamic ports from the host's free port ranges.
 
-A task asking for N named ports needs N free ports on its host. Reserve takes the lowest
-free ports, task by task, and keeps them in the cycle state for Bind, which hands them
-out by name; Unreserve returns them to the host's pool.
+A task asking for N named ports needs N free ports on its host. Reserve hands out the
+lowest free ports, task by task, and keeps them in the cycle state for Bind, which hands
+them out by name; Unreserve returns them to the host's pool. While a host's first free
+range has room (the usual case) this is arithmetic over all the group's hosts at once;
+otherwise the host's own allocator (`PortPool`) takes over.
 """
 
 from __future__ import annotations
@@ -35,18 +37,33 @@ class Ports:
         n = len(group.ports)
         if n == 0:
             return OK
-        grants = state.port_grants.setdefault(group.ordinal, {})
-        for host, count in zip(hosts.tolist(), counts.tolist(), strict=True):
-            ports = state.port_pool(host).take(n * count)  # the lowest, task after task
-            grants[host] = [ports[i:i + n] for i in range(0, n * count, n)]
-        state.port_counts[hosts] -= counts * n
+        need = counts * n
+        nxt = state.port_next
+        begin = nxt[hosts]
+        simple = begin + need <= state.table.port_first[1][hosts] + 1
+        if state.port_pools:
+            simple &= np.array([h not in state.port_pools for h in hosts.tolist()], dtype=bool)
+        # task k of the group sits on host index of_task[k], as the k - first[...]th there
+        of_task = np.repeat(np.arange(hosts.size), counts)
+        first = np.cumsum(counts) - counts
+        rank = np.arange(of_task.size) - first[of_task]
+        numbers = (begin[of_task] + rank * n)[:, None] + np.arange(n)
+        nxt[hosts[simple]] += need[simple]
+        for i in (~simple).nonzero()[0].tolist():  # first range too short: the allocator
+            count = int(counts[i])
+            taken = state.port_pool(int(hosts[i])).take(n * count)
+            numbers[first[i]:first[i] + count] = np.array(taken).reshape(count, n)
+        state.port_grants[group.ordinal] = numbers
+        state.port_counts[hosts] -= need
         return OK
 
     def unreserve(
         self, state: CycleState, group: TaskGroup, hosts: IntArray, counts: IntArray
     ) -> None:
-        grants = state.port_grants.pop(group.ordinal, {})
-        for host, lists in grants.items():
-            state.port_pool(host).give_back(p for ports in lists for p in ports)
-        if group.ports:
-            state.port_counts[hosts] += counts * np.int64(len(group.ports))
+        numbers = state.port_grants.pop(group.ordinal, None)
+        if numbers is None:
+            return
+        first = (np.cumsum(counts) - counts).tolist()
+        for host, start, count in zip(hosts.tolist(), first, counts.tolist(), strict=True):
+            state.port_pool(host).give_back(numbers[start:start + count].ravel().tolist())
+        state.port_counts[hosts] += counts * np.int64(len(group.ports))
