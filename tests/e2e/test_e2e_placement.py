@@ -88,7 +88,7 @@ def test_anti_affinity_lands_one_instance_per_agent(client: httpx.Client) -> Non
     crowd = submit(client, job_yaml("crowd", 4, 0.5, "sleep 600",
                                     constraint={"maxPerHost": 1}))
     running = wait_for(lambda: len(r := by_state(client, crowd, {"RUNNING"})) == 3 and r,
-                       what="three running instances")
+                       120, what="three running instances")
     assert sorted(t["host"] for t in running) == AGENTS
 
     def waiting_with_reason() -> dict[str, Any] | None:
@@ -129,7 +129,7 @@ def test_gang_waits_whole_then_starts_whole(client: httpx.Client, cluster: Clust
     # pool's budget, but room for only three of the gang's four 1-cpu tasks.
     sleeper = submit(client, job_yaml("sleeper", 3, 2.5, "sleep 600"))
     running = wait_for(lambda: len(r := by_state(client, sleeper, {"RUNNING"})) == 3 and r,
-                       what="the sleeper on every agent")
+                       120, what="the sleeper on every agent")
     assert sorted(t["host"] for t in running) == AGENTS
     gang = submit(client, job_yaml("gang", 4, 1.0, "sleep 3", gang=True))
 
