@@ -137,10 +137,19 @@ def _strip(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def shown_reason(task: Mapping[str, Any]) -> str:
     """The reason a task shows: a waiting task's newest admission/placement note for its
-    current run wins over the reason of its last transition."""
-    if (task["has_pending"] and task["pending_run"] == task["run"]
-            and task["state"] in WAITING_STATES and task["pending_at"] >= task["updated_at"]):
-        return str(task["pending_reason"])
+    current run wins over the reason of its last transition. A note that belongs to the
+    state the task waits in (admission while PENDING, placement while READY/PLACING) is
+    shown whatever its time: notes and transitions come from different services' clocks,
+    so a placement note may carry a time just before jobmgr's READY."""
+    if not (task["has_pending"] and task["pending_run"] == task["run"]
+            and task["state"] in WAITING_STATES):
+        return str(task["reason"])
+    note = str(task["pending_reason"])
+    kind_matches = (note.startswith("waiting for admission") and task["state"] == "PENDING"
+                    or note.startswith("waiting for placement")
+                    and task["state"] in ("READY", "PLACING"))
+    if kind_matches or task["pending_at"] >= task["updated_at"]:
+        return note
     return str(task["reason"])
 
 
