@@ -14,7 +14,8 @@ Contract:
 - Cost per round: the engine keeps one `HostTable` between rounds; a round recomputes the
   views of the hosts whose offer or in-flight placements changed since the last one and
   updates their rows (a host joining or leaving rebuilds the table), instead of turning
-  every host's offer into a view again. Task requests are built once per task.
+  every host's offer into a view again. A task's request is built once while it waits
+  (and dropped when its run reaches its host or ends).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class PlacementBoard:
                 key = (launch["job_id"], launch["instance"], launch["run"])
                 self._drop_inflight(key)
                 self.done.add(key)
+                self._requests.pop(key[:2], None)  # built again if the task runs again
         elif etype == "TaskStateChanged":
             for ch in body["changes"]:
                 if ch["state"] in _ENDED:
@@ -96,6 +98,7 @@ class PlacementBoard:
                     self.queue.pop(key, None)
                     self._drop_inflight(key)
                     self.done.add(key)
+                    self._requests.pop(key[:2], None)
         elif etype == "OfferReceived":
             for offer in body["offers"]:
                 self.offers[offer["host"]] = _Offer(

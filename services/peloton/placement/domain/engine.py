@@ -310,12 +310,13 @@ def _tiers(
 def _scores(
     state: CycleState, registry: Registry, group: TaskGroup, hosts: IntArray
 ) -> FloatArray:
-    total: FloatArray = np.zeros(hosts.size, dtype=np.float64)
+    total: FloatArray | None = None
     for plugin, weight in registry.score:
         score = plugin.score(state, group, hosts)
         if score is not None:
-            total += weight * score
-    return total
+            weighted = score if weight == 1.0 else weight * score
+            total = weighted if total is None else total + weighted
+    return np.zeros(hosts.size, dtype=np.float64) if total is None else total
 
 
 def _reserve(state: CycleState, registry: Registry, attempt: Attempt) -> Attempt:

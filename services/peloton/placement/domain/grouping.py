@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from itertools import groupby
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -36,11 +37,8 @@ from peloton.placement.domain.types import Code, PlacementInputError, Strategy, 
 __all__ = ["build_units"]
 
 _Key = tuple[Hashable, ...]
-_FIELDS = attrgetter(
-    "job_id", "gang_id", "gang_size", "resources", "ports", "constraint", "strategy",
-    "revocable", "priority", "labels",
-)
-"""Everything that makes two tasks identical (all but the task id)."""
+_FIELDS = itemgetter(slice(1, None))
+"""Everything that makes two tasks identical: all of a `TaskRequest` but its task id."""
 _TASK_ID = attrgetter("task_id")
 
 
@@ -59,17 +57,11 @@ def build_units(
     # first (the objects outlive this call, so ids are stable here).
     by_id: dict[int, int] = {}
     by_value: dict[Hashable, int] = {}
-    # A job's tasks usually come one after another and share their field objects: a task
-    # whose fields equal the previous task's (a C-level identity check when they are the
-    # same objects) joins its group without building a key.
-    last_fields: tuple[object, ...] | None = None
-    last_ids: list[str] = []
-    for t in tasks:
-        fields = _FIELDS(t)
-        if fields == last_fields:
-            last_ids.append(t.task_id)
-            continue
-        last_fields = fields
+    # A job's tasks usually come one after another and share their field objects: runs of
+    # tasks whose fields equal (a C-level identity check when they are the same objects)
+    # are found by groupby in C, and only each run's first task builds a key.
+    for _, run in groupby(tasks, _FIELDS):
+        t = next(run)
         c_id = by_id.get(id(t.constraint))
         if c_id is None:
             c_id = by_id[id(t.constraint)] = by_value.setdefault(
@@ -88,7 +80,7 @@ def build_units(
             ids = buckets[key] = []
             firsts[key] = t
         ids.append(t.task_id)
-        last_ids = ids
+        ids.extend(map(_TASK_ID, run))  # noqa: B031 (the rest of the run, after next())
     seen = sum(len(v) for v in buckets.values())
     if seen != len(set(map(_TASK_ID, tasks))):
         raise PlacementInputError(f"duplicate task ids: {_duplicates(tasks)}")
