@@ -8,7 +8,8 @@ does not go "back" to PENDING: a new run (attempt) starts at INITIALIZED.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
+
+from peloton.model.taskstate import ACTIVE, ENDING, ON_HOST, TERMINAL, JobState, TaskState
 
 __all__ = [
     "TaskState", "JobState", "TRANSITIONS", "TERMINAL", "ACTIVE", "IllegalTransition",
@@ -16,37 +17,8 @@ __all__ = [
 ]
 
 
-class TaskState(StrEnum):
-    INITIALIZED = "INITIALIZED"
-    PENDING = "PENDING"
-    READY = "READY"
-    PLACING = "PLACING"
-    PLACED = "PLACED"
-    LAUNCHING = "LAUNCHING"
-    LAUNCHED = "LAUNCHED"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    LOST = "LOST"
-    PREEMPTING = "PREEMPTING"
-    KILLING = "KILLING"
-    KILLED = "KILLED"
-
-
-class JobState(StrEnum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    KILLING = "KILLING"
-    KILLED = "KILLED"
-
-
 S = TaskState
-TERMINAL: frozenset[TaskState] = frozenset({S.SUCCEEDED, S.FAILED, S.LOST, S.KILLED})
-_ON_HOST = {S.LAUNCHING, S.LAUNCHED, S.STARTING, S.RUNNING}
-ACTIVE: frozenset[TaskState] = frozenset(set(S) - TERMINAL)
+_ON_HOST = ON_HOST - ENDING
 
 # from-state -> the states it may move to. Kill is allowed from every active state.
 TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = {
@@ -88,7 +60,7 @@ def transition(current: TaskState, target: TaskState) -> TaskState:
 
 def is_on_host(state: TaskState) -> bool:
     """States in which a process may exist on a host (so a kill must reach the agent)."""
-    return state in _ON_HOST or state in {S.KILLING, S.PREEMPTING}
+    return state in ON_HOST
 
 
 def derive_job_state(
