@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,62 +14,27 @@ from event_bodies import (
     host_lost,
     host_registered,
     job_created,
+    launch,
+    launch_requested,
     placement,
     placement_made,
     task_state_changed,
 )
+from hostmgr_helpers import (
+    HOLD,
+    TIMEOUT,
+    Body,
+    book_with,
+    launched,
+    of,
+    place,
+    rejections,
+    tick,
+)
 from hypothesis import HealthCheck, given, settings
 
 from peloton.hostmgr.domain.hosts import HostBook
-from peloton.model.event import Event
 from peloton.model.resources import EPSILON, Resources
-
-Body = dict[str, Any]
-TIMEOUT = 5000
-
-
-def book_with(*hosts: str, cpu: float = 4.0, jobs: dict[str, int] | None = None,
-              ports: tuple[int, int] = (31000, 31009)) -> HostBook:
-    """Hosts registered at t=0 with `cpu` cores each, jobs created, first offers taken."""
-    book = HostBook(heartbeat_timeout_ms=TIMEOUT)
-    for name in hosts:
-        book.fold("HostRegistered", host_registered(name, cpu=cpu, ports=ports))
-    for job_id, n in (jobs or {"j1": 4}).items():
-        book.fold("JobCreated", job_created(job_id, n, ports=("http",), grace_s=7))
-    book.tick(0)
-    return book
-
-
-def tick(book: HostBook, now: int = 100) -> list[Event]:
-    """One tick whose events are folded back, as the service reads its own topics."""
-    out = book.tick(now)
-    for ev in out:
-        book.fold(ev.type, ev.body)
-    return out
-
-
-def of(events: list[Event], etype: str) -> list[Event]:
-    return [e for e in events if e.type == etype]
-
-
-def rejections(events: list[Event]) -> list[tuple[str, int, str]]:
-    return [(r["job_id"], r["instance"], r["reason"])
-            for e in of(events, "PlacementRejected") for r in e.body["rejections"]]
-
-
-def launched(events: list[Event]) -> list[tuple[str, str, int]]:
-    return [(e.body["host"], x["job_id"], x["instance"])
-            for e in of(events, "TaskLaunchRequested") for x in e.body["launches"]]
-
-
-_ROUNDS = itertools.count(1)
-
-
-def place(book: HostBook, *placements: Body, now: int = 100) -> list[Event]:
-    """One placement round (each call a new round number, as the placement engine does)."""
-    book.fold("PlacementMade", placement_made(*placements, round_=next(_ROUNDS)))
-    return tick(book, now)
-
 
 # ------------------------------------------------------------------ validation
 
@@ -100,7 +64,6 @@ VALIDATION = [
      "host h1 no longer fits: memory 5000>4096"),
     ("taken meanwhile", _taken(3), placement("j1", 0, "h1", cpu=2),
      "host h1 no longer fits: cpu 2>1"),
-    ("unknown host", _nothing, placement("j1", 0, "h9"), "unknown host h9"),
     ("lost host", _lost, placement("j1", 0, "h1"), "host h1 is lost"),
     ("old incarnation", _nothing, placement("j1", 0, "h1", incarnation="inc-0"),
      "host h1 restarted (incarnation changed)"),
@@ -110,7 +73,6 @@ VALIDATION = [
      "host h1: ports [40000] taken or out of range"),
     ("free port", _taken(1, port=31000), placement("j1", 0, "h1", ports={"http": 31001}),
      None),
-    ("unknown job", _nothing, placement("nope", 0, "h1"), "unknown job"),
 ]
 
 
@@ -181,7 +143,7 @@ def test_a_decided_placement_delivered_again_is_not_validated_again() -> None:
 def test_a_silent_host_is_lost_after_the_timeout_and_not_before() -> None:
     book = book_with("h1", "h2")
     assert launched(place(book, placement("j1", 0, "h1"), placement("j1", 1, "h1")))
-    book.fold("HostStatusReported", heartbeat("h2", 4000))
+    book.fold("HostStatusReported", heartbeat("h2", 4000), received_ms=4000)
     assert of(tick(book, TIMEOUT), "HostLost") == []
     out = tick(book, TIMEOUT + 1)
     assert [e.body for e in of(out, "HostLost")] == [{
@@ -196,20 +158,21 @@ def test_a_silent_host_is_lost_after_the_timeout_and_not_before() -> None:
 def test_heartbeats_keep_a_host_alive() -> None:
     book = book_with("h1")
     for t in range(1000, 20_001, 1000):
-        book.fold("HostStatusReported", heartbeat("h1", t))
+        book.fold("HostStatusReported", heartbeat("h1", t), received_ms=t)
         assert of(tick(book, t + TIMEOUT), "HostLost") == []
 
 
 def test_heartbeats_of_another_incarnation_do_not_count() -> None:
     book = book_with("h1")
-    book.fold("HostStatusReported", heartbeat("h1", 4000, incarnation="inc-0"))
+    book.fold("HostStatusReported", heartbeat("h1", 4000, incarnation="inc-0"),
+              received_ms=4000)
     assert of(tick(book, TIMEOUT + 1), "HostLost") != []
 
 
 def test_heartbeats_out_of_order_never_move_last_seen_back() -> None:
     book = book_with("h1")
-    book.fold("HostStatusReported", heartbeat("h1", 4000))
-    book.fold("HostStatusReported", heartbeat("h1", 1000))
+    book.fold("HostStatusReported", heartbeat("h1", 4000), received_ms=4000)
+    book.fold("HostStatusReported", heartbeat("h1", 1000), received_ms=1000)
     assert of(tick(book, 4000 + TIMEOUT), "HostLost") == []
 
 
@@ -310,7 +273,7 @@ def test_offers_only_for_changed_hosts() -> None:
     first = of(tick(book, 10), "OfferReceived")
     assert [o["host"] for o in first[0].body["offers"]] == ["h1", "h2"]
     assert tick(book, 20) == []
-    book.fold("HostStatusReported", heartbeat("h1", 30))
+    book.fold("HostStatusReported", heartbeat("h1", 30), received_ms=30)
     assert tick(book, 40) == []  # a heartbeat changes nothing worth offering
     out = place(book, placement("j1", 0, "h1", cpu=1.5, ports={"http": 31003}), now=50)
     (offer,) = of(out, "OfferReceived")[0].body["offers"]
@@ -333,7 +296,7 @@ def test_a_lost_host_is_offered_as_unavailable() -> None:
 
 def test_a_tick_decides_losses_then_launches_then_offers() -> None:
     book = book_with("h1", "h2")
-    book.fold("HostStatusReported", heartbeat("h2", TIMEOUT))
+    book.fold("HostStatusReported", heartbeat("h2", TIMEOUT), received_ms=TIMEOUT)
     book.fold("PlacementMade", placement_made(placement("j1", 0, "h1"),
                                               placement("j1", 1, "h2")))
     out = tick(book, TIMEOUT + 1)
@@ -427,7 +390,7 @@ def test_random_placements_never_double_book_a_host(steps: list[tuple[str, Any]]
             if kind == "HostRegistered":
                 arg = {**arg, "at": now}
                 caps[arg["host"]] = arg["capacity"]["cpu"]
-            book.fold(kind, arg)
+            book.fold(kind, arg, received_ms=now)
         for name, host in book.hosts.items():
             runs = live.get((name, host.incarnation), {}) if host.available else {}
             total = sum((Resources.from_mapping(x["resources"]) for x in runs.values()),
@@ -459,3 +422,132 @@ def test_a_launch_record_read_after_the_release_does_not_hold_resources() -> Non
     book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "FAILED"))  # fails at once
     book.fold(launch_ev.type, launch_ev.body)  # hostmgr's consumer of its own topic lags
     assert book.hosts["h1"].allocated == Resources()
+
+
+# ------------------------------------------------------- early facts wait, bounded
+
+
+def test_a_placement_read_before_its_job_waits_for_the_job_and_launches() -> None:
+    book = book_with("h1")
+    out = place(book, placement("j9", 0, "h1", cpu=1), now=100)
+    assert out == [] and list(book.pending) == [("j9", 0, 1)]  # held, not rejected
+    assert tick(book, 100 + HOLD) == []  # still within the wait
+    book.fold("JobCreated", job_created("j9", 2))
+    assert launched(tick(book, 100 + HOLD)) == [("h1", "j9", 0)]
+    assert book.pending == {}
+
+
+def test_a_placement_whose_job_never_comes_is_rejected_after_the_wait() -> None:
+    book = book_with("h1")
+    assert place(book, placement("j9", 0, "h1"), now=100) == []
+    out = tick(book, 101 + HOLD)
+    assert rejections(out) == [("j9", 0, "unknown job j9 (no JobCreated read)")]
+    assert book.pending == {} and book.hosts["h1"].allocated == Resources()
+
+
+def test_the_wait_counts_from_when_the_placement_was_read() -> None:
+    book = book_with("h1", timeout=10**9)
+    # made long ago (a lagging consumer), read now: it still gets the whole wait
+    assert place(book, placement("j9", 0, "h1"), now=50_000, received=50_000) == []
+    assert tick(book, 50_000 + HOLD) == []
+    assert rejections(tick(book, 50_001 + HOLD)) != []
+
+
+def test_a_placement_on_a_host_not_registered_yet_waits_for_it() -> None:
+    book = book_with("h1")
+    assert place(book, placement("j1", 0, "h7", cpu=1), now=100) == []
+    book.fold("HostRegistered", host_registered("h7"), received_ms=200)
+    assert launched(tick(book, 300)) == [("h7", "j1", 0)]
+    assert book.hosts["h7"].allocated.cpu == 1
+
+
+def test_a_placement_on_an_unknown_host_is_rejected_after_the_wait() -> None:
+    book = book_with("h1")
+    assert place(book, placement("j1", 0, "h9"), now=100) == []
+    assert rejections(tick(book, 101 + HOLD)) == [("j1", 0, "unknown host h9")]
+
+
+def test_a_placement_on_an_incarnation_not_registered_yet_waits_for_it() -> None:
+    book = book_with("h1")
+    assert place(book, placement("j1", 0, "h1", incarnation="inc-2"), now=100) == []
+    book.fold("HostRegistered", host_registered("h1", incarnation="inc-2"), received_ms=150)
+    out = tick(book, 200)
+    assert launched(out) == [("h1", "j1", 0)]
+    assert place(book, placement("j1", 1, "h1", incarnation="inc-3"), now=300) == []
+    assert rejections(tick(book, 301 + HOLD)) == [
+        ("j1", 1, "host h1: incarnation inc-3 never registered")]
+
+
+def test_a_placement_of_a_run_that_already_ended_is_moot() -> None:
+    book = book_with("h1")
+    book.fold("TaskStateChanged", task_state_changed("j1", (0, "KILLED"), previous="PLACED"))
+    assert place(book, placement("j1", 0, "h1")) == []
+    assert book.pending == {}
+    # and a placement read before the end: the end makes it moot too
+    book.fold("PlacementMade", placement_made(placement("j1", 1, "h1"), round_=999),
+              received_ms=100)
+    book.fold("TaskStateChanged", task_state_changed("j1", (1, "KILLED"), previous="PLACED"))
+    assert tick(book, 200) == [] and book.hosts["h1"].allocated == Resources()
+
+
+def test_a_newer_run_placed_before_the_old_ones_placement_was_read() -> None:
+    book = book_with("h1")
+    book.fold("TaskStateChanged", task_state_changed("j1", (0, "FAILED"), previous="RUNNING"))
+    assert launched(place(book, placement("j1", 0, "h1", run=2)))
+    assert place(book, placement("j1", 0, "h1", run=1), now=200) == []  # stale
+    assert set(book.hosts["h1"].runs) == {("j1", 0, 2)}
+
+
+# ----------------------------------------------------- losses and revival, in any order
+
+
+def test_a_lost_host_comes_back_with_a_heartbeat_and_our_late_loss_keeps_its_new_runs() -> None:
+    book = book_with("h1")
+    assert launched(place(book, placement("j1", 0, "h1", cpu=1)))
+    out = book.tick(TIMEOUT + 1)  # decides the loss; our consumer reads it back later
+    (lost,) = of(out, "HostLost")
+    assert not book.hosts["h1"].available
+    book.fold("HostStatusReported", heartbeat("h1", TIMEOUT + 2), received_ms=TIMEOUT + 2)
+    assert book.hosts["h1"].available
+    assert launched(place(book, placement("j1", 1, "h1", cpu=3), now=TIMEOUT + 3))
+    book.fold(lost.type, lost.body)  # read back late: covers only what it covered
+    assert set(book.hosts["h1"].runs) == {("j1", 1, 1)}
+    assert book.hosts["h1"].allocated.cpu == 3 and book.hosts["h1"].available
+
+
+def test_a_replayed_heartbeat_changes_nothing() -> None:
+    book = book_with("h1")
+    tick(book, TIMEOUT + 1)
+    before = book.hosts["h1"].last_seen_ms
+    book.fold("HostStatusReported", heartbeat("h1", TIMEOUT + 50))  # replay: no read time
+    assert book.hosts["h1"].last_seen_ms == before and not book.hosts["h1"].available
+
+
+def test_a_launch_read_before_its_host_registered_is_held_until_it_does() -> None:
+    book = HostBook(heartbeat_timeout_ms=TIMEOUT)
+    book.fold("TaskLaunchRequested", launch_requested("h1", launch("j1", 0, cpu=3), at=10))
+    assert book.hosts == {}
+    book.fold("HostRegistered", host_registered("h1", at=5))
+    assert book.hosts["h1"].allocated.cpu == 3 and book.early == {}
+
+
+def test_a_loss_read_before_its_host_registered_is_held_until_it_does() -> None:
+    book = HostBook(heartbeat_timeout_ms=TIMEOUT)
+    book.fold("HostLost", host_lost("h1", at=20))
+    book.fold("TaskLaunchRequested", launch_requested("h1", launch("j1", 0, cpu=3), at=10))
+    book.fold("HostRegistered", host_registered("h1", at=5))
+    assert not book.hosts["h1"].available and book.hosts["h1"].allocated == Resources()
+
+
+def test_a_launch_of_an_old_incarnation_read_late_holds_nothing() -> None:
+    book = book_with("h1")  # inc-0 then inc-1
+    book.fold("TaskLaunchRequested", launch_requested("h1", launch("j1", 0, cpu=3),
+                                                      incarnation="inc-0", at=10))
+    assert book.hosts["h1"].allocated == Resources() and book.early == {}
+
+
+def test_task_label_counts_keep_no_zero_entries() -> None:
+    book = book_with("h1", jobs={"j1": 1, "j2": 1})
+    assert launched(place(book, placement("j1", 0, "h1"), placement("j2", 0, "h1")))
+    book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "SUCCEEDED"))
+    assert dict(book.hosts["h1"].job_counts) == {"j2": 1}

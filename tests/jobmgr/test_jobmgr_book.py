@@ -689,12 +689,12 @@ def test_job_counts_always_sum_to_the_instance_count(inputs: list[Input]) -> Non
     for etype, body in inputs:
         out = jm.send(etype, body)
         for job in jm.book.jobs.values():
-            n = job.spec["instance_count"]
+            n = job.spec.instance_count
             assert len(job.tasks) == n
             assert sum(job.counts.values()) == n and min(job.counts.values()) >= 0
             assert +job.counts == Counter(t.state for t in job.tasks)
         for ev in out:
             if ev.type == "JobStateChanged":
                 counts = ev.body["task_counts"]
-                assert sum(counts.values()) == jm.book.jobs[ev.key].spec["instance_count"]
+                assert sum(counts.values()) == jm.book.jobs[ev.key].spec.instance_count
                 assert all(v > 0 for v in counts.values())

@@ -90,7 +90,8 @@ def task_state_changed(
     """One change per (instance, state)."""
     return {"job_id": job_id, "at": at, "changes": [
         {"instance": i, "run": run, "state": s, "previous_state": previous, "reason": "",
-         "host": host, "exit_code": None, "failures": 0} for i, s in changes]}
+         "host": host, "exit_code": None, "failures": 0, "not_before_ms": None, "round": -1}
+        for i, s in changes]}
 
 
 # ---------------------------------------------------------------------------- resmgr
@@ -198,15 +199,16 @@ def offer(
     host: str, *, cpu: float = 4.0, mem: float = 4096.0, free_cpu: float | None = None,
     free_mem: float | None = None, incarnation: str = INCARNATION, generation: int = 1,
     available: bool = True, used_ports: Iterable[int] = (), ports: tuple[int, int] = PORTS,
-    labels: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None, slack_cpu: float = 0.0, slack_mem: float = 0.0,
 ) -> Body:
-    """One host's offer (an item of OfferReceived.offers)."""
+    """One host's offer (an item of OfferReceived.offers; `slack` since v2)."""
     return {"host": host, "incarnation": incarnation, "capacity": _res(cpu, mem),
             "free": _res(cpu if free_cpu is None else free_cpu,
                          mem if free_mem is None else free_mem),
             "labels": dict(labels or {}), "generation": generation, "available": available,
             "port_range_begin": ports[0], "port_range_end": ports[1],
-            "used_ports": sorted(used_ports), "task_label_counts": {}}
+            "used_ports": sorted(used_ports), "task_label_counts": {},
+            "slack": _res(slack_cpu, slack_mem)}
 
 
 def offer_received(*offers: Body, at: int = 0) -> Body:

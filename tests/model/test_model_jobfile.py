@@ -113,7 +113,7 @@ def test_a_peloton_job_file_becomes_a_job_submitted_body() -> None:
         "command": "./etl --shard $PELOTON_INSTANCE_ID",
         "env": {"MODE": "full", "RETRIES": "3"}, "max_failures": 3,
         "labels": {"component": "etl"}, "ports": ["metrics:PORT_METRICS", "http:HTTP_PORT"],
-        "kill_grace_period_s": 30.0,
+        "kill_grace_period_s": 30.0, "controller": None, "revocable": None,
     }
     override = sub["instance_config"]["3"]
     assert override["cpu_limit"] == 4.0 and override["command"] == "./etl --shard 3 --big"

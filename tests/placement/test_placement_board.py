@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
 from event_bodies import (  # noqa: E402
@@ -63,9 +61,9 @@ def test_a_round_places_admitted_runs_with_their_spec_and_the_hosts_incarnation(
     board = board_with(offer("h1", cpu=4, incarnation="inc-7"), ports=("http",), cpu=1.5)
     admit(board, "j1", 0)
     (ev,) = board.next_round(42)
-    assert ev.type == "PlacementMade" and ev.key == "1"
+    assert ev.type == "PlacementMade" and ev.key == "42"  # rounds: at least now_ms
     (p,) = ev.body["placements"]
-    assert ev.body["at"] == 42 and ev.body["round"] == 1
+    assert ev.body["at"] == 42 and ev.body["round"] == 42
     assert p["host"] == "h1" and p["incarnation"] == "inc-7" and (p["instance"], p["run"]) == (0, 1)
     assert p["resources"] == {"cpu": 1.5, "memory": 64.0, "disk": 0.0, "gpu": 0.0}
     assert set(p["ports"]) == {"http"} and 31000 <= p["ports"]["http"] <= 31009
@@ -162,11 +160,11 @@ def test_no_round_when_nothing_changed() -> None:
     assert board.next_round(1) == []  # nothing queued
     admit(board, "j1", 0, 1)
     out = board.next_round(2)
-    assert len(placed(out)) == 1 and len(failed(out)) == 1 and board.round == 1
-    assert board.next_round(3) == [] and board.round == 1
+    assert len(placed(out)) == 1 and len(failed(out)) == 1 and board.round == 2
+    assert board.next_round(3) == [] and board.round == 2
     admit(board, "j1", 1)  # already queued: no change
     launched_on(board, "h1", "j1", 0)
-    assert board.next_round(4) == [] and board.round == 1
+    assert board.next_round(4) == [] and board.round == 2
 
 
 def test_a_placement_failure_is_reported_once_per_reason() -> None:
@@ -209,13 +207,9 @@ def test_rounds_are_deterministic() -> None:
     assert run() == run()
 
 
-# ------------------------------------------------------------------------ bugs
+# ------------------------------------------- facts arriving in any cross-topic order
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: board.py drops a run from `inflight` when its "
-                   "TaskLaunchRequested is folded, but hostmgr's OfferReceived that counts the "
-                   "launch travels on another topic and may come later; meanwhile the old "
-                   "offer makes the host's view optimistic and the next round overbooks it")
 def test_a_launch_seen_before_the_offer_that_counts_it_is_not_optimistic() -> None:
     board = board_with(offer("h1", cpu=4))
     admit(board, "j1", 0, 1, 2, 3)
@@ -225,9 +219,6 @@ def test_a_launch_seen_before_the_offer_that_counts_it_is_not_optimistic() -> No
     assert placed(board.next_round(2)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: board.py PlacementRejected fold discards the run "
-                   "from `done` and re-queues it even when the run has already ended (e.g. "
-                   "killed while PLACED), so a dead run is placed again")
 def test_a_rejection_of_a_run_that_has_ended_does_not_requeue_it() -> None:
     board = board_with(offer("h1", cpu=4))
     admit(board, "j1", 0)
@@ -238,10 +229,6 @@ def test_a_rejection_of_a_run_that_has_ended_does_not_requeue_it() -> None:
     assert board.queue == {} and placed(board.next_round(2)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: board.py JobCreated fold does not mark the board "
-                   "dirty; a run admitted before its JobCreated was folded (tasks-admitted and "
-                   "job-events are separate topics) is skipped by the round and then waits "
-                   "for an unrelated offer or admission, forever on an idle cluster")
 def test_a_run_admitted_before_its_job_was_seen_is_placed_once_it_is() -> None:
     board = PlacementBoard()
     board.fold("OfferReceived", offer_received(offer("h1", cpu=4)))
@@ -251,9 +238,6 @@ def test_a_run_admitted_before_its_job_was_seen_is_placed_once_it_is() -> None:
     assert placed(board.next_round(2)) == [("j1", 0, "h1")]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: board.py _request makes a retried gang member "
-                   "(instance < gang_size, run > 1) a member of the whole gang, so the engine "
-                   "waits for gang_size tasks in the round and never places it")
 def test_a_retried_gang_member_is_placed_alone() -> None:
     board = board_with(offer("h1", cpu=8), jobs={"g": 3}, min_running=3)
     admit(board, "g", 0, 1, 2)

@@ -26,8 +26,9 @@ from event_bodies import (  # noqa: E402
 )
 
 from peloton.model.resources import Resources  # noqa: E402
-from peloton.placement.domain.board import PlacementBoard, _free_ranges  # noqa: E402
+from peloton.placement.domain.board import PlacementBoard  # noqa: E402
 from peloton.placement.domain.hostindex import HostTable  # noqa: E402
+from peloton.placement.domain.hostviews import free_ranges as _free_ranges  # noqa: E402
 from peloton.placement.domain.types import HostView  # noqa: E402
 
 Body = dict[str, Any]

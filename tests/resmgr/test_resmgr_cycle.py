@@ -238,7 +238,7 @@ def test_admission_stays_within_entitlement_and_capacity(
             gangs[job_id] = min_running
             continue
         if kind == "finish":
-            holding = sorted(k for k, e in rm.ledger.tasks.items() if e.holding)
+            holding = sorted(k for k, e in rm.ledger.tasks.items() if rm.holding(e))
             if holding:
                 job_id, instance = holding[arg % len(holding)]
                 finish(rm, job_id, instance, run=rm.ledger.tasks[(job_id, instance)].run)
@@ -249,7 +249,8 @@ def test_admission_stays_within_entitlement_and_capacity(
                  for t in e.body["tasks"]]
         assert len(batch) == len(set(batch)) and not set(batch) & admitted_runs
         admitted_runs |= set(batch)
-        held = sum((e.resources for e in rm.ledger.tasks.values() if e.holding), Resources())
+        held = sum((e.resources for e in rm.ledger.tasks.values() if rm.holding(e)),
+                   Resources())
         assert held.fits_in(capacity), (held, capacity)
         if batch:
             ent = rm.entitlements["/default"].nonslack_entitlement

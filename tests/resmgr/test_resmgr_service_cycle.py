@@ -104,7 +104,7 @@ class Sim:
         return []
 
     def cpu_of(self, job_id: str) -> float:
-        return float(self.jm.book.jobs[job_id].spec["default_task"]["resources"]["cpu"])
+        return self.jm.book.jobs[job_id].spec.default_task.resources.cpu
 
     def _place(self) -> list[Event]:
         events = []
@@ -121,7 +121,7 @@ class Sim:
                 key = (job_id, t.instance, t.run)
                 self.on_host[key] = host
                 self.round += 1
-                res = job.spec["default_task"]["resources"]
+                res = job.spec.default_task.resources.as_dict()
                 ref = {"job_id": job_id, "instance": t.instance, "run": t.run}
                 events.append(Event("PlacementMade", str(self.round), {
                     "at": self.now, "round": self.round, "placements": [

@@ -90,9 +90,9 @@ def test_a_replica_folded_from_the_log_holds_the_leaders_state() -> None:
     sim = leader_with_history()
     parts = partitioned(sim.log)
     one, two = replica(interleave(parts, False)), replica(interleave(parts, True))
-    before = sim.rm.manager.snapshot()
+    before = sim.rm.manager.view()
     for core in (one, two):
-        state = core.manager.snapshot()
+        state = core.manager.view()
         assert state["pools"] == before["pools"]
         assert state["tasks"] == before["tasks"]
         assert state["hosts"] == before["hosts"]
@@ -108,7 +108,7 @@ def test_after_failover_the_new_leader_computes_and_decides_what_the_old_one_wou
     old_events = sim.rm.tick(at)
     new_events = new_leader.tick(at)
     assert comparable(new_events) == comparable(old_events)
-    assert new_leader.manager.snapshot() == sim.rm.manager.snapshot()
+    assert new_leader.manager.view() == sim.rm.manager.view()
     ent = {p["pool"]: p["entitlement"]["cpu"] for e in new_events
            if e.type == "EntitlementUpdated" for p in e.body["pools"]}
     assert ent["/A"] == ent["/B"] == 6.0
@@ -174,4 +174,4 @@ def test_two_cores_replaying_the_dev_broker_log_equal_the_leader(broker: str) ->
     assert topic("respool-events").partitions == 1  # the tree replays in decision order
     for core in (first, second):
         assert comparable(core.tick(at)) == expected
-        assert core.manager.snapshot() == sim.rm.manager.snapshot()
+        assert core.manager.view() == sim.rm.manager.view()

@@ -83,5 +83,6 @@ def test_the_task_table_refuses_undefined_transitions() -> None:
     table = TaskTable()
     rows = table.add(0, np.full(2, 10.0), np.full(2, 0.3), False)
     table.move(rows, TaskState.PENDING)
+    table.move(rows, TaskState.SUCCEEDED)
     with pytest.raises(IllegalTransition):
         table.move(rows, TaskState.RUNNING)

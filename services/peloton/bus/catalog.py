@@ -3,13 +3,50 @@
 Services, the read model, the API, tests and the docs all read this table; no topic name
 is spelled anywhere else. A topic may carry several event types (each record says its own
 type through its schema fingerprint); the key keeps one entity's events in order.
+
+Keys: the shell sets every record's Kafka key from the catalog, never from the core (see
+`peloton.bus.keys`). By default an event's key is the body field named by its topic's
+`key`; `keys` overrides that per event type with a `Field` (another field, or a nested one
+such as `pool.path`) or a `Batch` rule. A batch event that spans several entities (an
+OfferReceived lists many hosts, a PlacementRejected many runs) has no one field: the batch
+rule gives it one constant key, so every batch of that type lands on one partition in the
+order it was decided (a later batch supersedes an earlier one only if read after it).
+
+Snapshots (`SNAPSHOT_TOPICS`, one per service that rebuilds state from the log): 1
+partition, written only by the service itself (see `peloton.bus.snapshots`). They are not
+events (no Avro schema, not in `TOPICS`, never read by the read model). Production:
+`cleanup.policy=delete` with `retention.ms` a few hours (far above `snapshot_interval_s`,
+so the newest complete snapshot is always kept) and a small `segment.ms`/`segment.bytes`
+so old snapshots really go; or `compact` (keys are `chunk-<i>` and `manifest`, so the
+topic keeps about one snapshot), at the cost that a writer that dies mid-snapshot may leave
+none readable (the service then falls back to a full replay, with a warning).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["Topic", "TOPICS", "topic", "topic_for_event", "DEAD_LETTER"]
+__all__ = ["Topic", "Field", "Batch", "KeyRule", "TOPICS", "SNAPSHOT_TOPICS", "topic",
+           "topic_for_event", "key_rule", "snapshot_topic", "DEAD_LETTER"]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """The key is the value of one body field (`pool.path` names a nested field)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The key is one constant for every batch of this event type (see the module doc)."""
+
+    key: str
+    why: str
+
+
+KeyRule = Field | Batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +57,11 @@ class Topic:
     events: tuple[str, ...]
     public: bool = False
     doc: str = ""
+    keys: Mapping[str, KeyRule] = field(default_factory=dict)
 
+
+_OFFERS = Batch("offers", "one batch lists every host with free resources; batches must "
+                "stay in order (a newer offer of a host replaces the older)")
 
 TOPICS: tuple[Topic, ...] = (
     Topic("job-submitted", "job_id", 4, ("JobSubmitted",), public=True,
@@ -34,11 +75,14 @@ TOPICS: tuple[Topic, ...] = (
     Topic("tasks-admitted", "pool", 4, ("TasksAdmitted", "AdmissionDeferred"),
           doc="resmgr admission decisions"),
     Topic("entitlement-updated", "cluster", 1, ("EntitlementUpdated",),
-          doc="resmgr entitlement cycles"),
+          doc="resmgr entitlement cycles",
+          keys={"EntitlementUpdated": Batch("cluster", "one cycle covers every pool")}),
     Topic("placement-made", "round", 4, ("PlacementMade", "PlacementFailed"),
           doc="placement engine rounds"),
     Topic("placement-rejected", "host", 4, ("PlacementRejected",),
-          doc="hostmgr refusals of stale placements"),
+          doc="hostmgr refusals of stale placements",
+          keys={"PlacementRejected": Batch(
+              "rejected", "one batch refuses runs on several hosts in one tick")}),
     Topic("task-launch-requested", "host", 4, ("TaskLaunchRequested",),
           doc="hostmgr to one agent"),
     Topic("task-kill-requested", "host", 4, ("TaskKillRequested",),
@@ -48,19 +92,32 @@ TOPICS: tuple[Topic, ...] = (
     Topic("task-status-reported", "host", 4, ("TaskStatusReported",),
           doc="agents' observations of task runs"),
     Topic("offer-received", "host", 4, ("OfferReceived", "HostLost"),
-          doc="hostmgr's view of hosts for placement and resmgr"),
+          doc="hostmgr's view of hosts for placement and resmgr",
+          keys={"OfferReceived": _OFFERS}),
     Topic("dead-letters", "source_topic", 1, ("DeadLetterRecorded",),
           doc="records a service could not decode or validate, with the reason"),
     Topic("respool-requested", "pool", 1,
           ("ResourcePoolCreateRequested", "ResourcePoolUpdateRequested",
            "ResourcePoolDeleteRequested"), public=True,
-          doc="create, update or delete resource pools (one partition: decided in order)"),
+          doc="create, update or delete resource pools (one partition: decided in order)",
+          keys={e: Field("path") for e in ("ResourcePoolCreateRequested",
+                                           "ResourcePoolUpdateRequested",
+                                           "ResourcePoolDeleteRequested")}),
     Topic("respool-events", "pool", 1,
           ("ResourcePoolCreated", "ResourcePoolUpdated", "ResourcePoolDeleted",
            "ResourcePoolRequestRejected", "TasksPreempted"),
           doc="resmgr's facts about pools: the tree's changes (one partition, so replay "
-              "rebuilds the tree in order), refused requests, and preemptions per pool"),
+              "rebuilds the tree in order), refused requests, and preemptions per pool",
+          keys={"ResourcePoolCreated": Field("pool.path"),
+                "ResourcePoolUpdated": Field("path"), "ResourcePoolDeleted": Field("path"),
+                "ResourcePoolRequestRejected": Field("path")}),
 )
+
+SNAPSHOT_SERVICES = ("jobmgr", "resmgr", "placement", "hostmgr")
+SNAPSHOT_TOPICS: tuple[Topic, ...] = tuple(
+    Topic(f"{s}-snapshots", "chunk", 1, (),
+          doc=f"{s}'s core snapshots: chunks, then a manifest naming them")
+    for s in SNAPSHOT_SERVICES)
 
 DEAD_LETTER = "dead-letters"
 _BY_NAME = {t.name: t for t in TOPICS}
@@ -74,3 +131,17 @@ def topic(name: str) -> Topic:
 def topic_for_event(event_type: str) -> Topic:
     """The one topic an event type is published to."""
     return _BY_EVENT[event_type]
+
+
+def key_rule(event_type: str) -> KeyRule:
+    """How a record of this event type is keyed (see the module doc)."""
+    t = _BY_EVENT[event_type]
+    return t.keys.get(event_type, Field(t.key))
+
+
+def snapshot_topic(service: str) -> str:
+    """The snapshot topic of a service (KeyError if the service takes no snapshots)."""
+    name = f"{service}-snapshots"
+    if all(t.name != name for t in SNAPSHOT_TOPICS):
+        raise KeyError(service)
+    return name

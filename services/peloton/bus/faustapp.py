@@ -12,8 +12,8 @@ from typing import Any
 
 import faust
 
-from peloton.bus.catalog import TOPICS
-from peloton.bus.devbroker import patch_faust_fetch_wait
+from peloton.bus.catalog import SNAPSHOT_TOPICS, TOPICS
+from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait
 
 __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
@@ -49,9 +49,15 @@ def raw_topic(app: faust.App, name: str) -> Any:
                      value_serializer="raw", internal=False)
 
 
+# snapshot topics in production: time-based deletion, small segments (see catalog doc)
+_SNAPSHOT_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(6 * 3600 * 1000),
+                    "segment.ms": str(600 * 1000), "max.message.bytes": str(1 << 20)}
+
+
 async def ensure_topics(bootstrap: str) -> None:
-    """Create every catalog topic that does not exist yet (idempotent). The replication
-    factor is PELOTON_TOPIC_REPLICATION (default 1, the dev broker; 3 in production)."""
+    """Create every catalog topic (and snapshot topic) that does not exist yet
+    (idempotent). The replication factor is PELOTON_TOPIC_REPLICATION (default 1, the dev
+    broker; 3 in production)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
@@ -61,6 +67,9 @@ async def ensure_topics(bootstrap: str) -> None:
         replication = int(os.environ.get("PELOTON_TOPIC_REPLICATION", "1"))
         missing = [NewTopic(t.name, t.partitions, replication)
                    for t in TOPICS if t.name not in existing]
+        missing += [NewTopic(t.name, t.partitions, replication, topic_configs=_SNAPSHOT_CONFIG
+                             if not is_dev_broker() else {})
+                    for t in SNAPSHOT_TOPICS if t.name not in existing]
         if missing:
             try:
                 await admin.create_topics(missing)

@@ -1,7 +1,9 @@
-"""Read whole topics from the start to their current end, decoding every record.
+"""Read topics from given offsets (default: the start) to their current end, decoding.
 
-Used by services at start-up to rebuild their state from the event log before they decide
-anything. Undecodable records are skipped here (the live consumer dead-letters them).
+Used by services at start-up (and by a shell rebuilding a core) to bring a core to the
+state the log describes before it decides anything. Undecodable records are skipped here
+(the live consumer dead-letters them); a record whose fold raises is logged and skipped
+(the live consumer dead-letters it too), so a bad record never stops a restart.
 Returns the next offset per (topic, partition), so the live consumer skips what replay
 already folded.
 """
@@ -27,7 +29,10 @@ async def replay_topics(
     bootstrap: str, topics: list[str], codec: Codec,
     fold: Callable[[str, dict[str, Any]], None],
     progress: Callable[[int], None] | None = None,
+    start: Positions | None = None,
 ) -> Positions:
+    """Fold every record of `topics` from `start` (0 where absent) to the log end."""
+    start = start or {}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
                                 **consumer_settings())  # type: ignore[arg-type]
@@ -41,9 +46,10 @@ async def replay_topics(
         consumer.assign(partitions)
         ends = await log_end_offsets(consumer, partitions)
         for tp in partitions:
-            consumer.seek(tp, 0)
-            positions[(tp.topic, tp.partition)] = 0
-        remaining = {tp for tp in partitions if ends[tp] > 0}
+            first = min(start.get((tp.topic, tp.partition), 0), ends[tp])
+            consumer.seek(tp, first)
+            positions[(tp.topic, tp.partition)] = first
+        remaining = {tp for tp in partitions if ends[tp] > positions[(tp.topic, tp.partition)]}
         seen = 0
         while remaining:
             batch = await consumer.getmany(*remaining, timeout_ms=500, max_records=5000)
@@ -56,7 +62,12 @@ async def replay_topics(
                         etype, body = codec.decode(rec.value)
                     except DecodeError:
                         continue
-                    fold(etype, body)
+                    try:
+                        fold(etype, body)
+                    except Exception:  # a core bug must not stop a restart; see module doc
+                        log.exception("replay: folding %s at %s[%d]@%d failed, skipped",
+                                      etype, tp.topic, tp.partition, rec.offset)
+                        continue
                     seen += 1
                 if positions[(tp.topic, tp.partition)] >= ends[tp]:
                     remaining.discard(tp)

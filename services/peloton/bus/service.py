@@ -1,43 +1,62 @@
-"""The shell every scheduling service runs in: replay, consume, call the core, publish.
+"""The shell every scheduling service runs in: rebuild, consume, decide, publish, commit.
 
-Cycle contract (the same for every service):
-1. Start-up: create missing catalog topics, then replay the core's `replay` topics from the
-   start to their current end through `core.fold` (no decisions), then `core.after_replay`.
-2. Live: a Faust agent per input topic decodes each record (undecodable or misplaced
-   records go to the dead-letter topic with the reason, and the service keeps going), skips
-   what replay already folded, calls `core.handle` and publishes the events it returns.
-3. Every `core.tick_interval` seconds, `core.tick` makes the periodic decisions.
+Contract: decide, publish, then commit (the same for every service).
+1. Start-up: create missing catalog topics. Load the service's newest readable snapshot
+   (`peloton.bus.snapshots`: the core's `restore` plus the log positions it covers) and
+   fold only the tail of the core's `replay` topics from those positions to the log end
+   (`core.fold`, no decisions); with no usable snapshot (none, unreadable, another
+   service's, an older format or core version) fold them from the start, with a warning.
+   Then `core.after_replay` gives a backlog of decisions, published like any other.
+2. Live: a Faust agent per input topic hands each record to the `CoreDriver`
+   (`peloton.bus.driver`). Records below the driver's position (already folded by the
+   rebuild) are skipped. Undecodable or misplaced records go to the dead-letter topic with
+   the reason, and the service keeps going.
+3. Decide, publish, commit: every core call holds one lock (Faust runs one agent task per
+   topic concurrently, so without it two decisions could interleave). The events a call
+   returns are published with the key the catalog declares and their delivery awaited;
+   only then does the record's position advance and the record count as done (Faust acks
+   it when the agent moves on). So a snapshot, or a position, covers only inputs whose
+   output reached the log.
+4. A decision that does not reach the log leaves no trace: if the core raises half-way,
+   an event does not encode, the broker refuses it, or a leader finds at publish time that
+   it lost its lease, the core is brought back to what the log says:
+   `core.discard_unpublished()` if the core has it, else a rebuild (the newest snapshot
+   this shell knows, or an empty core, plus the log tail, under the lock; the agents then
+   skip what the rebuild folded). The record that made the core raise (or whose events
+   could not be written) goes to dead-letters with the reason; a dropped decision of a
+   deposed leader is not the record's fault and is not dead-lettered.
+5. Every `core.tick_interval` seconds, `core.tick` makes the periodic decisions (leader
+   only), by the same rule. Every `snapshot_interval_s` (or after `snapshot_every`
+   records), the leader writes a snapshot, after the producer flushed.
 A service with a `leader_key` elects a leader through etcd: every instance folds every
-record (a hot standby), but only the leader ticks and publishes, and it checks that it
-still holds the lease right before publishing.
+record (a hot standby), only the leader ticks, publishes and snapshots, and it checks that
+it still holds the lease right before publishing.
+
+A replay topic the core does not consume live (the job manager's job-events) must be
+written by this service alone: its position is the offset of the shell's own last
+delivered record there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import faust
 from mode import Service
 
-from peloton.bus.catalog import TOPICS, topic, topic_for_event
-from peloton.bus.codec import Codec, DecodeError, default_codec
-from peloton.bus.deadletter import dead_letter
+from peloton.bus.catalog import topic
+from peloton.bus.codec import Codec, default_codec
+from peloton.bus.driver import CoreDriver, now_ms
 from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
 from peloton.bus.readiness import announce_ready
-from peloton.bus.replay import Positions, replay_topics
 from peloton.model.event import Event
 
-__all__ = ["ServiceCore", "ServiceShell", "now_ms"]
+__all__ = ["ServiceCore", "SnapshotCore", "ServiceShell", "now_ms"]
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ServiceCore(Protocol):
@@ -54,18 +73,29 @@ class ServiceCore(Protocol):
     def after_replay(self, now: int) -> list[Event]: ...
 
 
+class SnapshotCore(ServiceCore, Protocol):
+    """Optional: a core with these is snapshotted (else every start is a full replay).
+    `discard_unpublished`, also optional, forgets the decisions of the last call."""
+
+    snapshot_version: int
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...
+
+
 class ServiceShell:
     def __init__(
         self, name: str, instance: str, core: ServiceCore, bootstrap: str,
         etcd: str | None = None, leader_key: str | None = None, lease_ttl: float = 2.0,
         codec: Codec | None = None, web_port: int | None = None, web_bind: str = "127.0.0.1",
+        snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
+        core_factory: Callable[[], ServiceCore] | None = None,
     ) -> None:
         self.name = name
         self.instance = instance
-        self.core = core
         self.bootstrap = bootstrap
         self.codec = codec or default_codec()
-        self.positions: Positions = {}
         self.election: Any = None
         if leader_key is not None:
             if etcd is None:
@@ -73,21 +103,22 @@ class ServiceShell:
             from peloton.ha.election import LeaderElection
 
             self.election = LeaderElection(etcd, leader_key, f"{name}-{instance}", ttl=lease_ttl)
+        self.driver = CoreDriver(name, core, bootstrap, self.codec, leading=self.leading,
+                                 instance=instance, snapshot_interval_s=snapshot_interval_s,
+                                 snapshot_every=snapshot_every, core_factory=core_factory)
         self.app = make_app(f"peloton-{name}-{instance}", bootstrap, web_port=web_port,
                             web_bind=web_bind)
-        self._out = {t.name: raw_topic(self.app, t.name) for t in TOPICS}
-        self._backlog: list[Event] = []
-        self._wire()
+        self._wire(core)
+
+    @property
+    def core(self) -> Any:
+        """The current core (a rebuild may replace the object)."""
+        return self.driver.core
 
     # ---- start-up -------------------------------------------------------------------
     async def prepare(self) -> None:
         await ensure_topics(self.bootstrap)
-        if self.core.replay:
-            started = time.monotonic()
-            self.positions = await replay_topics(
-                self.bootstrap, list(self.core.replay), self.codec, self.core.fold)
-            log.info("%s: state rebuilt in %.2fs", self.name, time.monotonic() - started)
-        self._backlog = self.core.after_replay(now_ms())
+        await self.driver.rebuild()
 
     def run(self) -> None:
         """Blocking: prepare, then run the Faust worker until it is stopped."""
@@ -100,86 +131,42 @@ class ServiceShell:
         return self.election is None or bool(self.election.still_leader())
 
     # ---- wiring ---------------------------------------------------------------------
-    def _wire(self) -> None:
-        for name in self.core.inputs:
+    def _wire(self, core: ServiceCore) -> None:
+        for name in core.inputs:
             self._add_agent(name)
-        if self.core.tick_interval:
-            self.app.timer(self.core.tick_interval, name=f"{self.name}-tick")(self._tick)
+        if core.tick_interval:
+            self.app.timer(core.tick_interval, name=f"{self.name}-tick")(self.driver.tick)
+        if self.driver.snapshots_enabled:
+            self.app.timer(1.0, name=f"{self.name}-snapshot")(self._maybe_snapshot)
         shell = self
 
         class Lifecycle(Service):
             async def on_start(self) -> None:
                 if shell.election is not None:
                     await shell.election.start()
-                if shell._backlog:
-                    await shell.publish(shell._backlog)
-                    shell._backlog = []
+                await shell.driver.start_live()
 
             async def on_stop(self) -> None:
                 if shell.election is not None:
                     await shell.election.stop()
+                await shell.driver.stop()
 
         self.app.service(Lifecycle)
         announce_ready(self.app, self.name)
 
+    async def _maybe_snapshot(self) -> None:
+        if self.driver.snapshot_due():
+            await self.driver.snapshot()
+
     def _add_agent(self, topic_name: str) -> None:
         source = raw_topic(self.app, topic_name)
         expected = set(topic(topic_name).events)
+        driver = self.driver
 
         async def consume(stream: Any) -> None:
             async for event in stream.events():
                 msg = event.message
-                key = (msg.topic, msg.partition)
-                if msg.offset < self.positions.get(key, 0):
-                    continue
-                self.positions[key] = msg.offset + 1
-                await self._process(msg, event.key, event.value, expected)
+                await driver.on_record(msg.topic, msg.partition, msg.offset, event.key,
+                                       event.value, expected)
 
         self.app.agent(source, name=f"{self.name}-{topic_name}")(consume)
-
-    async def _process(self, msg: Any, key: bytes | None, value: bytes | None,
-                       expected: set[str]) -> None:
-        try:
-            etype, body = self.codec.decode(value)
-        except DecodeError as exc:
-            await self._dead_letter(msg, key, value, str(exc))
-            return
-        if etype not in expected:
-            await self._dead_letter(msg, key, value,
-                                    f"{etype} does not belong on topic {msg.topic}")
-            return
-        try:
-            out = self.core.handle(etype, body, now_ms())
-        except Exception as exc:  # a core bug must not stop the service: keep the record
-            log.exception("%s: handling %s failed", self.name, etype)
-            await self._dead_letter(msg, key, value, f"handler failed: {exc!r}")
-            return
-        if out:
-            await self.publish(out)
-
-    async def _dead_letter(self, msg: Any, key: bytes | None, value: bytes | None,
-                           reason: str) -> None:
-        log.warning("%s: dead-lettering %s[%d]@%d: %s", self.name, msg.topic, msg.partition,
-                    msg.offset, reason)
-        ev = dead_letter(self.name, msg.topic, msg.partition, msg.offset, reason, key, value,
-                         now_ms())
-        await self._send(ev)
-
-    async def _tick(self) -> None:
-        if not self.leading():
-            return
-        out = self.core.tick(now_ms())
-        if out:
-            await self.publish(out)
-
-    async def publish(self, events: Sequence[Event]) -> None:
-        """Publish events in order; a deposed leader drops them (its successor decides)."""
-        if not self.leading():
-            log.info("%s: not leader, dropping %d events", self.name, len(events))
-            return
-        for ev in events:
-            await self._send(ev)
-
-    async def _send(self, ev: Event) -> None:
-        name = topic_for_event(ev.type).name
-        await self._out[name].send(key=ev.key.encode(), value=self.codec.encode(ev.type, ev.body))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +28,15 @@ def show(result: dict[str, Any], output: str, title: str) -> None:
     Console().print(table)
 
 
+@contextmanager
+def _bar(title: str) -> Iterator[Callable[[str, float], None]]:
+    """A transient rich progress bar on stderr; yields update(message, fraction)."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(title, total=1.0)
+        yield lambda m, f: bar.update(task, description=m, completed=f)
+
+
 def register(app: typer.Typer) -> typer.Typer:
     bench = typer.Typer(no_args_is_help=True, help="Benchmarks.")
     app.add_typer(bench, name="bench")
@@ -41,6 +53,68 @@ def register(app: typer.Typer) -> typer.Typer:
             result = pipeline(tasks, jobs, agents, raw_events,
                               progress=lambda m, f: bar.update(task, description=m, completed=f))
         show(result, output, "pipeline")
+
+    @bench.command("burst")
+    def burst_cmd(
+        jobs: int = 5_000, hosts: int = 50,
+        agent_processes: Annotated[int, typer.Option(
+            help="processes serving the simulated hosts (one AgentCore per host each)")] = 2,
+        min_tasks: int = 1, max_tasks: int = 8, seed: int = 7, cpu_per_host: float = 64.0,
+        task_cpu: float = 0.1,
+        duration: Annotated[float, typer.Option(help="simulated task run time, s")] = 0.1,
+        settle: Annotated[float, typer.Option(
+            help="stop when nothing changed for this long, s")] = 60.0,
+        timeout: Annotated[float, typer.Option(help="stop after this long in all, s")] = 900.0,
+        run_dir: Annotated[Path | None, typer.Option(
+            help="keep the cluster's logs here (default: a temporary directory)")] = None,
+        output: Output = "table",
+    ) -> None:
+        """Many small jobs at once over many simulated hosts: tasks/s, submit -> RUNNING
+        and -> terminal percentiles, jobs not terminal (exit status 1 unless 0)."""
+        from peloton.minicluster.burst import burst
+
+        with _bar("burst") as update:
+            result = burst(jobs, hosts, agent_processes, min_tasks, max_tasks, seed,
+                           cpu_per_host, task_cpu, duration, settle, timeout, run_dir,
+                           progress=update)
+        show(result, output, "burst")
+        if result["jobs_not_terminal"]:
+            raise typer.Exit(1)
+
+    @bench.command("restart")
+    def restart_cmd(
+        tasks: Annotated[int, typer.Option(help="finished tasks in the log")] = 1_000_000,
+        tasks_per_job: int = 100, hosts: int = 4, probe_tasks: int = 4,
+        service: Annotated[list[str] | None, typer.Option(
+            help="services to kill -9 in turn (repeatable; default jobmgr, resmgr-1, "
+                 "placement, hostmgr)")] = None,
+        timeout: Annotated[float, typer.Option(help="longest wait for any one step, s")] =
+        900.0,
+        run_dir: Annotated[Path | None, typer.Option(
+            help="keep the cluster's logs here (default: a temporary directory)")] = None,
+        output: Output = "table",
+    ) -> None:
+        """kill -9 and restart each service over a long finished history: seconds until it
+        consumes again and until a new job submitted right after has SUCCEEDED."""
+        from peloton.minicluster.restartbench import SERVICES, restart_bench
+
+        with _bar("restart") as update:
+            result = restart_bench(tasks, tasks_per_job, hosts, tuple(service or SERVICES),
+                                   probe_tasks, timeout_s=timeout, run_dir=run_dir,
+                                   progress=update)
+        if output == "json":
+            print(json.dumps(result, indent=2))
+            return
+        show({k: v for k, v in result.items() if k != "restarts"}, output, "restart: setup")
+        table = Table("service", "consuming_s", "job_s", "restart_to_job_done_s",
+                      "probe_state", title="restart: kill -9, then start again")
+        for row in result["restarts"]:
+            table.add_row(row["service"], str(row["consuming_s"]), str(row["job_s"]),
+                          str(row["restart_to_job_done_s"]), row["probe_state"])
+        Console().print(table)
+        for row in result["restarts"]:
+            if row["startup"]:
+                Console().print(f"{row['service']} start-up: {row['startup']}", soft_wrap=True)
 
     @bench.command("entitlement")
     def entitlement_cmd(output: Output = "table", seed: int = 7) -> None:

@@ -14,6 +14,9 @@ __all__ = ["register", "build"]
 
 Bootstrap = Annotated[str, typer.Option(envvar="PELOTON_BOOTSTRAP", help="Kafka bootstrap")]
 Etcd = Annotated[str | None, typer.Option(envvar="PELOTON_ETCD", help="etcd host:port")]
+SnapshotInterval = Annotated[float, typer.Option(
+    envvar="PELOTON_SNAPSHOT_INTERVAL",
+    help="seconds between core snapshots (restart = newest snapshot + log tail)")]
 
 
 def _logging(name: str) -> None:
@@ -30,24 +33,28 @@ def build() -> typer.Typer:
     serve = typer.Typer(no_args_is_help=True, help="Run one service process.")
 
     @serve.command("jobmgr")
-    def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092") -> None:
+    def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092",
+               snapshot_interval: SnapshotInterval = 10.0) -> None:
         """Job manager: validates jobs, owns task and job state."""
         from peloton.bus.service import ServiceShell
         from peloton.jobmgr.service import JobManagerCore
 
         _logging("jobmgr")
-        ServiceShell("jobmgr", "1", JobManagerCore(), bootstrap).run()
+        ServiceShell("jobmgr", "1", JobManagerCore(), bootstrap,
+                     snapshot_interval_s=snapshot_interval).run()
 
     @serve.command("hostmgr")
     def hostmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
-                heartbeat_timeout: float = 5.0, instance: str = "1") -> None:
+                heartbeat_timeout: float = 5.0, instance: str = "1",
+                snapshot_interval: SnapshotInterval = 10.0) -> None:
         """Host manager: hosts, offers, placement validation, launches, lost hosts."""
         from peloton.bus.service import ServiceShell
         from peloton.hostmgr.service import HostManagerCore
 
         _logging(f"hostmgr-{instance}")
         ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
-                     etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None).run()
+                     etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None,
+                     snapshot_interval_s=snapshot_interval).run()
 
     @serve.command("resmgr")
     def resmgr(
@@ -67,6 +74,7 @@ def build() -> typer.Typer:
         in_pool_preemption: Annotated[bool, typer.Option(
             envvar="PELOTON_RESMGR_IN_POOL_PREEMPTION",
             help="let higher-priority pending gangs preempt within their pool")] = True,
+        snapshot_interval: SnapshotInterval = 10.0,
     ) -> None:
         """Resource manager (one leader through etcd): pools, entitlement, admission,
         preemption."""
@@ -79,18 +87,20 @@ def build() -> typer.Typer:
                                    preemption=preemption,
                                    in_pool_preemption=in_pool_preemption)
         ServiceShell("resmgr", instance, core, bootstrap, etcd=etcd,
-                     leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl).run()
+                     leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl,
+                     snapshot_interval_s=snapshot_interval).run()
 
     @serve.command("placement")
     def placement(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
-                  instance: str = "1") -> None:
+                  instance: str = "1", snapshot_interval: SnapshotInterval = 10.0) -> None:
         """Placement engine: places admitted tasks on offered hosts in rounds."""
         from peloton.bus.service import ServiceShell
         from peloton.placement.service import PlacementCore
 
         _logging(f"placement-{instance}")
         ServiceShell("placement", instance, PlacementCore(), bootstrap, etcd=etcd,
-                     leader_key="/peloton/leader/placement" if etcd else None).run()
+                     leader_key="/peloton/leader/placement" if etcd else None,
+                     snapshot_interval_s=snapshot_interval).run()
 
     @serve.command("agent")
     def agent(

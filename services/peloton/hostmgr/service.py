@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from peloton.hostmgr.domain import snapshot
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.model.event import Event
 
@@ -15,9 +16,15 @@ class HostManagerCore:
               "placement-made", "task-launch-requested", "placement-rejected",
               "offer-received", "job-events")
     replay: tuple[str, ...] = inputs
+    #: Events whose replay changes nothing (the fold ignores them without `received_ms`):
+    #: a shell may skip them unread when it replays (heartbeats are most of host-registered).
+    replay_skips: tuple[str, ...] = ("HostStatusReported",)
+    snapshot_version: int = snapshot.VERSION
 
-    def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05) -> None:
-        self.book = HostBook(int(heartbeat_timeout_s * 1000))
+    def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05,
+                 retention_s: float = 600.0, hold_s: float = 10.0) -> None:
+        self.book = HostBook(int(heartbeat_timeout_s * 1000), int(retention_s * 1000),
+                             int(hold_s * 1000))
         self.tick_interval: float | None = tick_interval
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
@@ -31,7 +38,13 @@ class HostManagerCore:
         return self.book.tick(now)
 
     def after_replay(self, now: int) -> list[Event]:
-        # heartbeats in the log are old by now: give every host a fresh timeout window
-        for host in self.book.hosts.values():
-            host.last_seen_ms = max(host.last_seen_ms, now)
+        # heartbeats in the log are old by now (and not replayed): every host gets a fresh
+        # timeout window, and is offered again at the first tick
+        self.book.after_restart(now)
         return []
+
+    def snapshot(self) -> dict[str, Any]:
+        return snapshot.dump(self.book)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        snapshot.load(self.book, state)

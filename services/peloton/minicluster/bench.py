@@ -24,6 +24,7 @@ from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
 from peloton.minicluster.cluster import AgentSpec, Layout, down, up
+from peloton.minicluster.load import job_body, wait_offers
 
 __all__ = ["raw_bus", "pipeline"]
 
@@ -84,28 +85,6 @@ async def _topic_ends(bootstrap: str) -> int:
         await consumer.stop()
 
 
-async def _wait_hosts(bootstrap: str, hosts: set[str], timeout: float) -> None:
-    codec = default_codec()
-    consumer = AIOKafkaConsumer("offer-received", bootstrap_servers=bootstrap,
-                                **consumer_settings(),  # type: ignore[arg-type]
-                                auto_offset_reset="earliest", enable_auto_commit=False)
-    await consumer.start()
-    seen: set[str] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while not hosts <= seen:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"hosts not offered: {sorted(hosts - seen)}")
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                for rec in records:
-                    etype, body = codec.decode(rec.value)
-                    if etype == "OfferReceived":
-                        seen |= {o["host"] for o in body["offers"] if o["available"]}
-    finally:
-        await consumer.stop()
-
-
 async def _run_jobs(bootstrap: str, tasks: int, jobs: int, progress: Progress) -> float:
     codec = default_codec()
     per_job = tasks // jobs
@@ -119,7 +98,7 @@ async def _run_jobs(bootstrap: str, tasks: int, jobs: int, progress: Progress) -
     try:
         started = time.perf_counter()
         for job_id in ids:
-            body = _job(job_id, per_job)
+            body = job_body(job_id, per_job, duration_s=0.05)
             await producer.send_and_wait("job-submitted", codec.encode("JobSubmitted", body),
                                          key=job_id.encode())
         done: set[str] = set()
@@ -145,18 +124,6 @@ async def _run_jobs(bootstrap: str, tasks: int, jobs: int, progress: Progress) -
         await consumer.stop()
 
 
-def _job(job_id: str, instances: int) -> dict[str, Any]:
-    cfg = {"cpu_limit": 0.1, "mem_limit_mb": 16.0, "disk_limit_mb": 1.0, "gpu_limit": None,
-           "command": "sleep 0.05", "env": None, "constraint_json": None, "max_failures": 0,
-           "labels": None, "ports": None, "kill_grace_period_s": None}
-    return {"job_id": job_id, "submitted_at": int(time.time() * 1000), "name": job_id,
-            "owner": "bench", "description": "", "type": "BATCH", "labels": {},
-            "instance_count": instances, "respool": "/default",
-            "sla": {"priority": 0, "preemptible": True, "revocable": False,
-                    "minimum_running_instances": 1, "maximum_running_instances": 0},
-            "default_config": cfg, "instance_config": {}, "placement_strategy": None}
-
-
 def pipeline(tasks: int = 10_000, jobs: int = 10, agents: int = 2, raw_events: int = 100_000,
              progress: Progress | None = None) -> dict[str, Any]:
     say: Progress = progress or (lambda _m, _f: None)
@@ -170,7 +137,7 @@ def pipeline(tasks: int = 10_000, jobs: int = 10, agents: int = 2, raw_events: i
         try:
             say("measuring raw bus throughput", 0.0)
             raw = asyncio.run(raw_bus(layout.bootstrap, raw_events))
-            asyncio.run(_wait_hosts(layout.bootstrap, {a.name for a in layout.agents}, 60))
+            asyncio.run(wait_offers(layout.bootstrap, {a.name for a in layout.agents}, 60))
             before = asyncio.run(_topic_ends(layout.bootstrap))
             wall = asyncio.run(_run_jobs(layout.bootstrap, tasks, jobs, say))
             records = asyncio.run(_topic_ends(layout.bootstrap)) - before

@@ -4,7 +4,8 @@ Accepts the fields Peloton users already have: name, owner, description, labels 
 {key, value} or a map), instanceCount, respoolID / respool (a pool path), sla {priority,
 preemptible, revocable, minimumRunningInstances, maximumRunningInstances}, defaultConfig
 {resource {cpuLimit, memLimitMb, diskLimitMb, gpuLimit}, command {value, environment},
-constraint, restartPolicy {maxFailures}, labels, ports, killGracePeriodSeconds},
+constraint, restartPolicy {maxFailures}, labels, ports, killGracePeriodSeconds, controller,
+revocable},
 instanceConfig {N: overrides}, placementStrategy, type.
 
 `JobFileError` lists every problem as "field.path: reason"; the job manager validates
@@ -156,6 +157,9 @@ def _task_config(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
         "ports": ports,
         "kill_grace_period_s": r.number(cfg.get("killGracePeriodSeconds"),
                                         f"{path}.killGracePeriodSeconds"),
+        # None = as defaultConfig (JobSubmitted.v2); the job manager checks where they may be
+        "controller": r.boolean(cfg.get("controller"), f"{path}.controller"),
+        "revocable": r.boolean(cfg.get("revocable"), f"{path}.revocable"),
     }
 
 

@@ -41,6 +41,10 @@ class TaskSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     ports: tuple[str, ...] = ()
     kill_grace_period_s: float = 0.0
+    controller: bool = False
+    """A controller task (instance 0 only): the job's end follows it (JobCreated.v2)."""
+    revocable: bool = False
+    """Runs on revocable (slack) resources; only in preemptible jobs (JobCreated.v2)."""
     body: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The record this spec was decoded from (fields of newer schema versions included)."""
 
@@ -55,6 +59,8 @@ class TaskSpec:
             labels=dict(body.get("labels") or {}),
             ports=tuple(body.get("ports") or ()),
             kill_grace_period_s=float(body.get("kill_grace_period_s", 0.0)),
+            controller=bool(body.get("controller", False)),
+            revocable=bool(body.get("revocable", False)),
             body=dict(body),
         )
 
@@ -64,7 +70,8 @@ class TaskSpec:
             "resources": self.resources.as_dict(), "command": self.command,
             "env": dict(self.env), "constraint_json": self.constraint_json,
             "max_failures": self.max_failures, "labels": dict(self.labels),
-            "ports": list(self.ports), "kill_grace_period_s": self.kill_grace_period_s})
+            "ports": list(self.ports), "kill_grace_period_s": self.kill_grace_period_s,
+            "controller": self.controller, "revocable": self.revocable})
         return out
 
     def get(self, name: str, default: Any = None) -> Any:

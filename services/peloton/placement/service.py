@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from peloton.model.event import Event
-from peloton.placement.domain.board import PlacementBoard
+from peloton.placement.domain.board import DEFAULT_RETENTION_MS, PlacementBoard
 
 __all__ = ["PlacementCore"]
 
@@ -14,9 +14,12 @@ class PlacementCore:
     inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "placement-made",
                                "placement-rejected", "task-launch-requested", "offer-received")
     replay: tuple[str, ...] = inputs
+    snapshot_version: int = 1
+    """Bump whenever the shape of `snapshot()` changes (PlacementBoard.snapshot)."""
 
-    def __init__(self, tick_interval: float = 0.05) -> None:
-        self.board = PlacementBoard()
+    def __init__(self, tick_interval: float = 0.05,
+                 retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+        self.board = PlacementBoard(retention_ms)
         self.tick_interval: float | None = tick_interval
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
@@ -31,3 +34,14 @@ class PlacementCore:
 
     def after_replay(self, now: int) -> list[Event]:
         return []
+
+    def snapshot(self) -> dict[str, Any]:
+        """The board's state as plain JSON-able data (caches and host table left out)."""
+        return self.board.snapshot()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Replace the board by the snapshot's; KeyError/TypeError/ValueError (and the
+        core unchanged) if it cannot be read."""
+        if not isinstance(state, dict):
+            raise TypeError(f"placement snapshot: expected an object, got {type(state).__name__}")
+        self.board = PlacementBoard.from_snapshot(state)

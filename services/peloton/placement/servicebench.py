@@ -13,8 +13,10 @@ every round, as in the service. Safety: the bench's own bookkeeping of every hos
 never go below zero free (``overcommitted_hosts``); the per-round checker runs in the
 engine bench (bench.py).
 
-hostmgr's offers carry no slack, so revocable tasks cannot be placed by the service (they
-wait, reported UNSCHEDULABLE), unlike in the engine bench.
+hostmgr's offers carry the hosts' slack (OfferReceived v2), so revocable tasks place on
+slack as in the engine bench. Offers and launches carry what hostmgr's do: a rising
+`generation` per host and the tick's `at`, so the board sees each launch counted by the
+offer that follows it.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def run_service_bench(cfg: BenchConfig) -> dict[str, Any]:
     board = PlacementBoard()
     for job in jobs:
         board.fold("JobCreated", _job_created(job))
+    generations = [1] * len(cluster.names)
     board.fold("OfferReceived", {"at": 0, "offers": [
-        _offer(cluster, i) for i in range(len(cluster.names))]})
+        _offer(cluster, i, 1) for i in range(len(cluster.names))]})
     gc.collect()
     gc.freeze()  # the pre-generated workload: see bench.py
     times: list[float] = []
@@ -72,7 +75,7 @@ def run_service_bench(cfg: BenchConfig) -> dict[str, Any]:
         elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
         made = [p for e in events if e.type == "PlacementMade" for p in e.body["placements"]]
         placed += len(made)
-        launches, offers = _answers(cluster, index, tasks, made)
+        launches, offers = _answers(cluster, index, tasks, made, generations, r, board.round)
         start, start_cpu = time.perf_counter(), time.process_time()
         for body in launches:
             board.fold("TaskLaunchRequested", body)
@@ -99,30 +102,34 @@ def _instance(t: TaskRequest) -> int:
 
 
 def _job_created(job: list[TaskRequest]) -> Body:
-    """The JobCreated fields the board reads, for one bench job (identical tasks)."""
+    """The JobCreated body of one bench job (identical tasks)."""
     t = job[0]
     return {
-        "job_id": t.job_id, "priority": t.priority, "revocable": t.revocable,
+        "job_id": t.job_id, "at": 0, "name": t.job_id, "owner": "bench", "type": "BATCH",
+        "respool": "/default", "labels": {}, "instance_count": len(job),
+        "priority": t.priority, "preemptible": True, "revocable": t.revocable,
         "gang_size": t.gang_size if t.gang_id is not None else 1,
         "placement_strategy": t.strategy.value, "instance_tasks": {},
         "default_task": {
-            "resources": t.resources.as_dict(),
-            "constraint_json": json.dumps(to_dict(t.constraint)) if t.constraint else "",
-            "ports": [f"{p}:PORT_{p.upper()}" for p in t.ports],
-            "labels": dict(t.labels),
+            "resources": t.resources.as_dict(), "command": "bench", "env": {},
+            "constraint_json": json.dumps(to_dict(t.constraint)) if t.constraint else None,
+            "max_failures": 0, "labels": dict(t.labels),
+            "ports": [f"{p}:PORT_{p.upper()}" for p in t.ports], "kill_grace_period_s": 0.0,
         },
     }
 
 
-def _offer(cluster: _Cluster, i: int) -> Body:
+def _offer(cluster: _Cluster, i: int, generation: int) -> Body:
     """hostmgr's offer for host ``i``: what is free after the launches on it."""
     cap = cluster.capacity[i].tolist()
     free = cluster.free[i].tolist()
+    slack = cluster.slack[i].tolist()
     return {
         "host": cluster.names[i], "incarnation": "inc-1",
         "capacity": dict(zip(("cpu", "memory", "disk", "gpu"), cap, strict=True)),
         "free": dict(zip(("cpu", "memory", "disk", "gpu"), free, strict=True)),
-        "labels": cluster.labels[i], "generation": 1, "available": True,
+        "slack": dict(zip(("cpu", "memory", "disk", "gpu"), slack, strict=True)),
+        "labels": cluster.labels[i], "generation": generation, "available": True,
         "port_range_begin": _PORT_LO, "port_range_end": _PORT_HI,
         "used_ports": list(range(_PORT_LO, min(cluster.next_port[i], _PORT_HI + 1))),
         "task_label_counts": dict(cluster.task_labels[i]),
@@ -130,7 +137,8 @@ def _offer(cluster: _Cluster, i: int) -> Body:
 
 
 def _answers(
-    cluster: _Cluster, index: dict[str, int], tasks: dict[str, TaskRequest], made: list[Body]
+    cluster: _Cluster, index: dict[str, int], tasks: dict[str, TaskRequest], made: list[Body],
+    generations: list[int], at: int, round_: int,
 ) -> tuple[list[Body], list[Body]]:
     """hostmgr's TaskLaunchRequested bodies (one per host) and the changed hosts' offers."""
     by_host: dict[str, list[Body]] = {}
@@ -144,9 +152,11 @@ def _answers(
         counts = cluster.task_labels[i]
         label = f"peloton.job_id={t.job_id}"
         counts[label] = counts.get(label, 0) + 1
+        generations[i] += 1
         by_host.setdefault(p["host"], []).append(
-            {"job_id": p["job_id"], "instance": p["instance"], "run": p["run"]})
-    launches = [{"host": h, "incarnation": "inc-1", "at": 0, "launches": runs}
+            {"job_id": p["job_id"], "instance": p["instance"], "run": p["run"],
+             "resources": p["resources"], "ports": p["ports"], "round": round_})
+    launches = [{"host": h, "incarnation": "inc-1", "at": at, "launches": runs}
                 for h, runs in by_host.items()]
-    offers = [_offer(cluster, index[h]) for h in sorted(by_host)]
+    offers = [_offer(cluster, index[h], generations[index[h]]) for h in sorted(by_host)]
     return launches, offers

@@ -8,6 +8,11 @@ manager's facts, admissions and preemptions from its own earlier decisions.
 Pool requests (respool-requested) are decided by every instance as they arrive (only the
 leader's answers are published); they are not replayed: a request already answered in
 the log is skipped when it is consumed again.
+
+Decide, publish, then commit: the core's decisions stay provisional until they come back
+through the log (see peloton.resmgr.domain.cycle); when publishing a tick's events fails
+the shell calls `discard_unpublished()`. Snapshots (`snapshot`/`restore`,
+`snapshot_version`) carry the whole core state as plain data.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = ["ResourceManagerCore"]
 
 
 class ResourceManagerCore:
+    snapshot_version: int = 1
     inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
                                "respool-events", "respool-requested")
     replay: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
@@ -51,3 +57,20 @@ class ResourceManagerCore:
 
     def after_replay(self, now: int) -> list[Event]:
         return []
+
+    def discard_unpublished(self) -> None:
+        """Publishing the last tick's events failed: forget that tick's decisions."""
+        self.manager.discard_unpublished()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"version": self.snapshot_version, "manager": self.manager.snapshot()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Replace the core's state; ValueError/KeyError/TypeError on unreadable data (the
+        core is then unchanged)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"resmgr snapshot: a mapping, got {type(state).__name__}")
+        if state.get("version") != self.snapshot_version:
+            raise ValueError(f"resmgr snapshot version {state.get('version')!r}, "
+                             f"this core reads {self.snapshot_version}")
+        self.manager.restore(state["manager"])

@@ -1,189 +1,309 @@
 """The host manager's core: hosts, their free resources, placement validation (pure).
 
 Contract:
-- `fold(type, body)` applies any fact on the host manager's topics (agents' registrations,
-  heartbeats and task statuses; placements; its own launch requests, rejections and
-  losses; job specs). Folding is idempotent, so every instance can replay the whole log.
-- `tick(now_ms)` decides: placements waiting for validation become TaskLaunchRequested
-  (one batch per host) or PlacementRejected (stale: the host is gone, a new incarnation,
-  or the resources or ports were taken meanwhile, never double-booked); hosts silent for
-  longer than `heartbeat_timeout_ms` and replaced incarnations become HostLost; hosts
-  whose free resources changed are offered again (OfferReceived).
-Time comes in as now_ms; event times (`at`) come from the events themselves.
+- `fold(type, body, received_ms=None)` applies any fact on the host manager's topics
+  (agents' registrations, heartbeats and task statuses; placements; its own launch
+  requests, rejections, losses and offers; the job manager's job events). Folding is
+  idempotent, and it does not care about order across topics: Kafka orders a partition,
+  not the cluster, so facts about one run or host arrive in any cross-topic order.
+  An early fact is held until what it needs arrives, never dropped:
+  * a placement whose JobCreated, host or host incarnation is not known yet waits (at
+    most `hold_ms` from when it was read), then is launched, or rejected with the reason;
+  * a launch (our own TaskLaunchRequested) or a HostLost for a host incarnation whose
+    HostRegistered was not read yet is applied when it registers;
+  * a run's end (agent status or job event) read before its launch or placement makes
+    that launch hold nothing and that placement moot (no launch, no rejection: everyone
+    else learned of the end from the same facts);
+  * a HostLost read after a launch decided later (the host came back meanwhile) does not
+    take that launch's allocation: a loss covers the launches decided at or before it.
+  So any interleaving of per-topic-ordered facts gives the same host allocations.
+- `tick(now_ms)` decides: hosts silent for longer than `heartbeat_timeout_ms` and replaced
+  incarnations become HostLost; placements waiting for validation become
+  TaskLaunchRequested (one batch per host) or PlacementRejected (stale: the host is gone,
+  a new incarnation, or the resources or ports were taken meanwhile; never double-booked);
+  hosts whose free resources changed are offered again (OfferReceived). The state change
+  of a tick is exactly the fold of the events it returns (plus `prune`).
+- Heartbeats (HostStatusReported) count only when read live (`received_ms` given): the
+  fold of a replayed heartbeat does nothing, because liveness after a restart starts
+  fresh anyway. A heartbeat of a host declared lost brings it back (a stall, not a crash).
+- Slack: an offer's `slack` is what revocable tasks may use on the host: the resources
+  allocated to no run, the same figures as `free`. Revocable and non-revocable placements
+  are validated against the host's one allocation, so a host is never double-booked; in
+  a batch, non-revocable placements are validated first, so where both want the same room
+  the non-revocable one gets it (taking room back from revocable runs that already hold
+  it is the resource manager's preemption, not the host manager's).
+- Bounded state (`prune`, run from tick every retention_ms / 10 of event time): a job's
+  record (spec, ended runs, decided rounds) leaves once the job is terminal (or its
+  JobCreated was never seen), no run of it holds resources or waits for a decision, and no
+  fact about it arrived for `retention_ms`. Per live job it keeps one ended run and at
+  most one decided round per task. Early facts for an incarnation that never registered
+  leave after `retention_ms`; `orphaned` and `offered` have one entry per host at most;
+  hosts themselves stay (the cluster's size bounds them).
+Time comes in as now_ms / received_ms; event times (`at`) come from the events themselves.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
+from peloton.hostmgr.domain.launch import is_revocable, launch_record
+from peloton.hostmgr.domain.records import (
+    PAST_INCARNATIONS,
+    Early,
+    HostRecord,
+    JobRecord,
+    Pending,
+    RunAlloc,
+    RunKey,
+)
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
+from peloton.model.spec import JobSpec
+from peloton.model.taskstate import TERMINAL, TERMINAL_JOB
 
-__all__ = ["HostBook", "HostRecord"]
+__all__ = ["HostBook"]
 
-RunKey = tuple[str, int, int]
-_RELEASING = {"SUCCEEDED", "FAILED", "KILLED", "LOST"}
-
-
-@dataclass(slots=True)
-class HostRecord:
-    name: str
-    incarnation: str
-    capacity: Resources
-    labels: dict[str, str]
-    log_url: str
-    port_begin: int
-    port_end: int
-    last_seen_ms: int
-    available: bool = True
-    allocated: Resources = field(default_factory=Resources)
-    runs: dict[RunKey, tuple[Resources, tuple[int, ...]]] = field(default_factory=dict)
-    used_ports: set[int] = field(default_factory=set)
-    job_counts: Counter[str] = field(default_factory=Counter)
-    generation: int = 0
-
-    @property
-    def free(self) -> Resources:
-        return (self.capacity - self.allocated).clamp_non_negative()
+Body = dict[str, Any]
 
 
 class HostBook:
-    def __init__(self, heartbeat_timeout_ms: int = 5000) -> None:
+    def __init__(self, heartbeat_timeout_ms: int = 5000, retention_ms: int = 600_000,
+                 hold_ms: int = 10_000) -> None:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.retention_ms = retention_ms
+        self.hold_ms = hold_ms
         self.hosts: dict[str, HostRecord] = {}
-        self.specs: dict[str, dict[str, Any]] = {}
-        # placements awaiting a decision (latest round per run); decisions are keyed by
-        # (run, round), so a run placed again after a rejection is decided again and a
-        # replayed placement is never decided twice
-        self.pending: dict[RunKey, dict[str, Any]] = {}
-        self.decided: set[tuple[RunKey, int]] = set()
-        self.launched: set[RunKey] = set()
-        self.released: set[RunKey] = set()
+        self.jobs: dict[str, JobRecord] = {}
+        # placements awaiting a decision (the latest round per run)
+        self.pending: dict[RunKey, Pending] = {}
+        self.early: dict[tuple[str, str], Early] = {}  # (host, incarnation) not registered yet
         self.orphaned: dict[tuple[str, str], list[str]] = {}  # (host, old incarnation) -> runs
         self.offered: dict[str, int] = {}  # host -> generation last offered
+        self.next_prune = 0
 
     # ---- fold -----------------------------------------------------------------------
-    def fold(self, etype: str, body: dict[str, Any], received_ms: int | None = None) -> None:
-        """Apply a fact. Liveness counts from `received_ms` (when this host manager read
-        the record) where given, else from the event's own time (replay)."""
+    def fold(self, etype: str, body: Body, received_ms: int | None = None) -> None:
+        """Apply a fact. `received_ms` is when this host manager read it live (None on
+        replay): liveness counts from it, and a held placement waits from it."""
+        if etype == "HostStatusReported":
+            if received_ms is not None:
+                self._heartbeat(body, received_ms)
+            return
         handler = _FOLDS.get(etype)
         if handler is not None:
-            handler(self, body)
-        if received_ms is not None and etype in ("HostRegistered", "HostStatusReported"):
-            host = self.hosts.get(body["host"])
-            if host is not None and host.incarnation == body["incarnation"]:
-                host.last_seen_ms = max(host.last_seen_ms, received_ms)
+            handler(self, body, received_ms)
 
-    def _host_registered(self, body: dict[str, Any]) -> None:
-        old = self.hosts.get(body["host"])
-        if old is not None and old.incarnation == body["incarnation"]:
+    def _job(self, job_id: str, at: int) -> JobRecord:
+        job = self.jobs.get(job_id)
+        if job is None:
+            job = self.jobs[job_id] = JobRecord(last_at=at)
+        elif at > job.last_at:
+            job.last_at = at
+        return job
+
+    def _host_registered(self, body: Body, received_ms: int | None) -> None:
+        name, incarnation = body["host"], body["incarnation"]
+        old = self.hosts.get(name)
+        if old is not None and (old.incarnation == incarnation or incarnation in old.past):
+            if received_ms is not None and old.incarnation == incarnation:
+                old.last_seen_ms = max(old.last_seen_ms, received_ms)
             return
-        if old is not None and old.available and old.runs:
-            self.orphaned[(old.name, old.incarnation)] = sorted(run_id(*k) for k in old.runs)
-        generation = old.generation + 1 if old else 1
-        self.hosts[body["host"]] = HostRecord(
-            body["host"], body["incarnation"], Resources.from_mapping(body["capacity"]),
-            dict(body["labels"]), body["log_url"], body["port_range_begin"],
-            body["port_range_end"], body["at"], generation=generation)
+        generation, past = 1, ()
+        if old is not None:
+            if old.available and old.runs:
+                self.orphaned[(name, old.incarnation)] = sorted(run_id(*k) for k in old.runs)
+            for key in old.runs:
+                self._forget_on_host(key)
+            generation = old.generation + 1
+            past = (*old.past, old.incarnation)[-PAST_INCARNATIONS:]
+        host = self.hosts[name] = HostRecord(
+            name, incarnation, Resources.from_mapping(body["capacity"]), dict(body["labels"]),
+            body["log_url"], body["port_range_begin"], body["port_range_end"],
+            received_ms if received_ms is not None else body["at"],
+            generation=generation, past=past)
+        early = self.early.pop((name, incarnation), None)
+        if early is not None:
+            for key, alloc in sorted(early.launches.items()):
+                self._launch_fact(name, incarnation, key, alloc)
+            if early.lost_at >= 0:
+                self._lose(host, early.lost_at)
 
-    def _heartbeat(self, body: dict[str, Any]) -> None:
+    def _heartbeat(self, body: Body, received_ms: int) -> None:
         host = self.hosts.get(body["host"])
         if host is None or host.incarnation != body["incarnation"]:
             return
-        host.last_seen_ms = max(host.last_seen_ms, body["at"])
-        if not host.available:
+        host.last_seen_ms = max(host.last_seen_ms, received_ms)
+        if not host.available and received_ms > host.lost_at:
             # Declared lost but alive after all (a stall, not a crash): offer it again.
             # Its runs were already declared lost and rescheduled; late reports of them
             # are stale runs to the job manager.
             host.available = True
             host.generation += 1
 
-    def _statuses(self, body: dict[str, Any]) -> None:
+    def _statuses(self, body: Body, _: int | None) -> None:
         host = self.hosts.get(body["host"])
-        if host is None or host.incarnation != body["incarnation"]:
-            return
+        same = host is not None and host.incarnation == body["incarnation"]
         for st in body["statuses"]:
-            if st["state"] in _RELEASING:
-                self._release(host, (st["job_id"], st["instance"], st["run"]))
+            if st["state"] in TERMINAL:
+                key = (st["job_id"], st["instance"], st["run"])
+                self._ended(key, body["at"])
+                if same:
+                    assert host is not None
+                    self._release(host, key)
 
-    def _task_states(self, body: dict[str, Any]) -> None:
+    def _task_states(self, body: Body, _: int | None) -> None:
+        job = self._job(body["job_id"], body["at"])
         for ch in body["changes"]:
-            if ch["state"] in _RELEASING and ch["host"]:
-                host = self.hosts.get(ch["host"])
-                if host is not None:
-                    self._release(host, (body["job_id"], ch["instance"], ch["run"]))
+            if ch["state"] in TERMINAL:
+                key = (body["job_id"], ch["instance"], ch["run"])
+                self._ended(key, body["at"])
+                where = job.on_host.get(key[1:])
+                if where is not None:
+                    self._release(self.hosts[where], key)
+
+    def _job_state(self, body: Body, _: int | None) -> None:
+        job = self._job(body["job_id"], body["at"])
+        if body["state"] in TERMINAL_JOB:
+            job.terminal = True
+
+    def _job_created(self, body: Body, _: int | None) -> None:
+        job = self._job(body["job_id"], body["at"])
+        if job.spec is None:
+            job.spec = JobSpec.from_body(body)
+
+    def _ended(self, key: RunKey, at: int) -> None:
+        """Run `key` (and so every earlier run of its task) has ended."""
+        job = self._job(key[0], at)
+        instance, run = key[1], key[2]
+        before = job.ended.get(instance, 0)
+        if before >= run:
+            return
+        job.ended[instance] = run
+        decided = job.decided.get(instance)
+        if decided is not None and decided[0] <= run:
+            del job.decided[instance]
+        for moot in range(before + 1, run + 1):  # amortised: each run is visited once
+            self.pending.pop((key[0], instance, moot), None)
 
     def _release(self, host: HostRecord, key: RunKey) -> None:
-        self.released.add(key)
-        entry = host.runs.pop(key, None)
-        if entry is None:
+        alloc = host.runs.pop(key, None)
+        if alloc is None:
             return
-        host.allocated = (host.allocated - entry[0]).clamp_non_negative()
-        host.used_ports.difference_update(entry[1])
+        host.allocated = (host.allocated - alloc.resources).clamp_non_negative()
+        host.used_ports.difference_update(alloc.ports)
         host.job_counts[key[0]] -= 1
+        if host.job_counts[key[0]] <= 0:
+            del host.job_counts[key[0]]
         host.generation += 1
+        self._forget_on_host(key)
 
-    def _placement_made(self, body: dict[str, Any]) -> None:
+    def _forget_on_host(self, key: RunKey) -> None:
+        job = self.jobs.get(key[0])
+        if job is not None:
+            job.on_host.pop(key[1:], None)
+
+    def _allocate(self, host: HostRecord, key: RunKey, alloc: RunAlloc) -> None:
+        host.runs[key] = alloc
+        host.allocated = host.allocated + alloc.resources
+        host.used_ports.update(alloc.ports)
+        host.job_counts[key[0]] += 1
+        host.generation += 1
+        self._job(key[0], alloc.at).on_host[key[1:]] = host.name
+
+    def _placement_made(self, body: Body, received_ms: int | None) -> None:
+        round_ = body["round"]
+        since = received_ms if received_ms is not None else body["at"]
         for p in body["placements"]:
             key = (p["job_id"], p["instance"], p["run"])
-            if (key, body["round"]) in self.decided or key in self.launched:
+            job = self._job(key[0], body["at"])
+            if job.has_ended(key[1], key[2]) or key[1:] in job.on_host:
                 continue
+            decided = job.decided.get(key[1])
+            if decided is not None and decided >= (key[2], round_):
+                continue  # decided already, or a newer run of the task was
             current = self.pending.get(key)
-            if current is None or current["round"] < body["round"]:
-                self.pending[key] = {**p, "round": body["round"]}
+            if current is None or current.round < round_:
+                self.pending[key] = Pending(
+                    p["host"], p["incarnation"], Resources.from_mapping(p["resources"]),
+                    tuple(sorted(p["ports"].items())), round_, since)
 
-    def _decided(self, key: RunKey, round_: int) -> None:
-        self.decided.add((key, round_))
+    def _decided(self, key: RunKey, round_: int, at: int) -> None:
+        job = self._job(key[0], at)
         current = self.pending.get(key)
-        if current is not None and current["round"] <= round_:
+        if current is not None and current.round <= round_:
             del self.pending[key]
+        if job.has_ended(key[1], key[2]):
+            return
+        decided = job.decided.get(key[1])
+        if decided is None or decided < (key[2], round_):
+            job.decided[key[1]] = (key[2], round_)
 
-    def _launch_requested(self, body: dict[str, Any]) -> None:
-        host = self.hosts.get(body["host"])
+    def _launch_requested(self, body: Body, _: int | None) -> None:
+        at = body["at"]
         for launch in body["launches"]:
             key = (launch["job_id"], launch["instance"], launch["run"])
-            self._decided(key, launch["round"])
-            if key in self.launched:
-                continue  # allocated when decided (or already folded)
-            self.launched.add(key)
-            self.pending.pop(key, None)
-            if (host is None or host.incarnation != body["incarnation"] or key in host.runs
-                    or key in self.released):
-                continue
-            res = Resources.from_mapping(launch["resources"])
-            ports = tuple(sorted(launch["ports"].values()))
-            host.runs[key] = (res, ports)
-            host.allocated = host.allocated + res
-            host.used_ports.update(ports)
-            host.job_counts[key[0]] += 1
-            host.generation += 1
+            self._decided(key, launch["round"], at)
+            alloc = RunAlloc(Resources.from_mapping(launch["resources"]),
+                             tuple(sorted(launch["ports"].values())), at)
+            self._launch_fact(body["host"], body["incarnation"], key, alloc)
 
-    def _rejected(self, body: dict[str, Any]) -> None:
+    def _launch_fact(self, name: str, incarnation: str, key: RunKey, alloc: RunAlloc) -> None:
+        """Run `key` was launched on (name, incarnation): it holds `alloc` there unless it
+        has ended or the host incarnation was lost after (or is gone)."""
+        job = self._job(key[0], alloc.at)
+        if job.has_ended(key[1], key[2]):
+            return
+        host = self.hosts.get(name)
+        if host is None or host.incarnation != incarnation:
+            if host is None or incarnation not in host.past:  # not registered yet: hold
+                early = self.early.setdefault((name, incarnation), Early(alloc.at))
+                early.launches[key] = alloc
+            return
+        if alloc.at <= host.lost_at or key[1:] in job.on_host:
+            return
+        self._allocate(host, key, alloc)
+
+    def _rejected(self, body: Body, _: int | None) -> None:
         for r in body["rejections"]:
-            self._decided((r["job_id"], r["instance"], r["run"]), r["round"])
+            self._decided((r["job_id"], r["instance"], r["run"]), r["round"], body["at"])
 
-    def _host_lost(self, body: dict[str, Any]) -> None:
-        self.orphaned.pop((body["host"], body["incarnation"]), None)
-        host = self.hosts.get(body["host"])
-        if host is not None and host.incarnation == body["incarnation"]:
-            host.available = False
-            host.runs.clear()
-            host.allocated = Resources()
-            host.used_ports.clear()
-            host.job_counts.clear()
-            host.generation += 1
+    def _host_lost(self, body: Body, _: int | None) -> None:
+        name, incarnation, at = body["host"], body["incarnation"], body["at"]
+        self.orphaned.pop((name, incarnation), None)
+        host = self.hosts.get(name)
+        if host is not None and host.incarnation == incarnation:
+            self._lose(host, at)
+        elif host is None or incarnation not in host.past:  # not registered yet: hold
+            early = self.early.setdefault((name, incarnation), Early(at))
+            early.lost_at = max(early.lost_at, at)
 
-    def _job_created(self, body: dict[str, Any]) -> None:
-        self.specs[body["job_id"]] = body
+    def _lose(self, host: HostRecord, at: int) -> None:
+        if at <= host.lost_at:
+            return
+        host.lost_at = at
+        host.available = False
+        for key in [k for k, alloc in host.runs.items() if alloc.at <= at]:
+            self._release(host, key)
+        host.generation += 1
+
+    def _offer_received(self, body: Body, _: int | None) -> None:
+        for offer in body["offers"]:
+            host = self.hosts.get(offer["host"])
+            if host is not None and host.incarnation == offer["incarnation"]:
+                self.offered[host.name] = max(self.offered.get(host.name, -1),
+                                              offer["generation"])
 
     # ---- decide ---------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
-        events = self._losses(now_ms)
-        events += self._validate(now_ms)
-        events += self._offers(now_ms)
+        events: list[Event] = []
+        for stage in (self._losses, self._validate, self._offers):
+            decided = stage(now_ms)
+            for ev in decided:
+                self.fold(ev.type, ev.body)
+            events += decided
+        self.prune(now_ms)
         return events
 
     def _losses(self, now_ms: int) -> list[Event]:
@@ -200,78 +320,63 @@ class HostBook:
                     "host": name, "incarnation": host.incarnation, "at": now_ms,
                     "reason": f"no heartbeat for {silent / 1000:.1f}s",
                     "runs": sorted(run_id(*k) for k in host.runs)}))
-        for ev in events:
-            self.fold(ev.type, ev.body)
         return events
+
+    def _revocable(self, key: RunKey) -> bool:
+        job = self.jobs.get(key[0])
+        return job is not None and job.spec is not None and is_revocable(job.spec, key[1])
 
     def _validate(self, now_ms: int) -> list[Event]:
-        launches: dict[str, list[dict[str, Any]]] = {}
-        rejections: list[dict[str, Any]] = []
-        for key in sorted(self.pending):
+        launches: dict[str, list[Body]] = {}
+        rejections: list[Body] = []
+        taken: dict[str, tuple[Resources, set[int]]] = {}  # decided in this batch, per host
+        for key in sorted(self.pending, key=lambda k: (self._revocable(k), k)):
             p = self.pending[key]
-            host = self.hosts.get(p["host"])
-            reason = self._problem(host, p)
-            if reason is not None:
+            reason, may_wait = self._problem(key, p, taken)
+            if reason is None:
+                spec = self.jobs[key[0]].spec
+                assert spec is not None
+                launches.setdefault(p.host, []).append(launch_record(spec, key, p))
+                res, ports = taken.get(p.host, (Resources(), set()))
+                taken[p.host] = (res + p.resources, ports | {x for _, x in p.ports})
+            elif not may_wait or now_ms - p.since > self.hold_ms:
                 rejections.append({"job_id": key[0], "instance": key[1], "run": key[2],
-                                   "host": p["host"], "reason": reason, "round": p["round"]})
-                continue
-            assert host is not None
-            launches.setdefault(host.name, []).append(self._launch(key, p))
-            res = Resources.from_mapping(p["resources"])
-            host.runs[key] = (res, tuple(sorted(p["ports"].values())))
-            host.allocated = host.allocated + res
-            host.used_ports.update(p["ports"].values())
-            host.job_counts[key[0]] += 1
-            host.generation += 1
-            self.launched.add(key)
-            self.decided.add((key, p["round"]))
-        self.pending.clear()
-        events = []
-        for name in sorted(launches):
-            host = self.hosts[name]
-            events.append(Event("TaskLaunchRequested", name, {
-                "host": name, "incarnation": host.incarnation, "at": now_ms,
-                "launches": launches[name]}))
+                                   "host": p.host, "reason": reason, "round": p.round})
+        events = [Event("TaskLaunchRequested", name, {
+            "host": name, "incarnation": self.hosts[name].incarnation, "at": now_ms,
+            "launches": launches[name]}) for name in sorted(launches)]
         if rejections:
-            ev = Event("PlacementRejected", "rejected", {"at": now_ms, "rejections": rejections})
-            self._rejected(ev.body)
-            events.append(ev)
+            events.append(Event("PlacementRejected", "rejected",
+                                {"at": now_ms, "rejections": rejections}))
         return events
 
-    def _problem(self, host: HostRecord | None, p: dict[str, Any]) -> str | None:
+    def _problem(self, key: RunKey, p: Pending,
+                 taken: dict[str, tuple[Resources, set[int]]]) -> tuple[str | None, bool]:
+        """Why placement `p` cannot launch now (None: it can), and whether the reason may
+        go away by itself (a fact not read yet), so the placement may wait for it."""
+        host = self.hosts.get(p.host)
         if host is None:
-            return f"unknown host {p['host']}"
+            return f"unknown host {p.host}", True
+        if host.incarnation != p.incarnation:
+            if p.incarnation in host.past:
+                return f"host {host.name} restarted (incarnation changed)", False
+            return f"host {host.name}: incarnation {p.incarnation} never registered", True
         if not host.available:
-            return f"host {host.name} is lost"
-        if host.incarnation != p["incarnation"]:
-            return f"host {host.name} restarted (incarnation changed)"
-        if p["job_id"] not in self.specs:
-            return "unknown job"
-        need = Resources.from_mapping(p["resources"])
-        if not need.fits_in(host.free):
-            short = ", ".join(f"{k} {need.get(k):g}>{host.free.get(k):g}"
-                              for k in need.exceeding(host.free))
-            return f"host {host.name} no longer fits: {short}"
-        ports = set(p["ports"].values())
-        if ports & host.used_ports or any(not host.port_begin <= x <= host.port_end
-                                          for x in ports):
-            return f"host {host.name}: ports {sorted(ports)} taken or out of range"
-        return None
-
-    def _launch(self, key: RunKey, p: dict[str, Any]) -> dict[str, Any]:
-        job = self.specs[key[0]]
-        spec = job["instance_tasks"].get(str(key[1]), job["default_task"])
-        env = dict(spec["env"])
-        env.update({"PELOTON_JOB_ID": key[0], "PELOTON_INSTANCE_ID": str(key[1]),
-                    "PELOTON_TASK_ID": run_id(*key)})
-        for declared in spec["ports"]:
-            name, _, env_name = declared.partition(":")
-            if name in p["ports"]:
-                env[env_name or f"PORT_{name.upper()}"] = str(p["ports"][name])
-        return {"job_id": key[0], "instance": key[1], "run": key[2],
-                "command": spec["command"], "env": env, "resources": p["resources"],
-                "ports": dict(p["ports"]), "kill_grace_period_s": spec["kill_grace_period_s"],
-                "round": p["round"]}
+            return f"host {host.name} is lost", False
+        job = self.jobs.get(key[0])
+        if job is None or job.spec is None:
+            return f"unknown job {key[0]} (no JobCreated read)", True
+        res, ports_taken = taken.get(host.name, (Resources(), set()))
+        free = (host.free - res).clamp_non_negative()
+        if not p.resources.fits_in(free):
+            short = ", ".join(f"{k} {p.resources.get(k):g}>{free.get(k):g}"
+                              for k in p.resources.exceeding(free))
+            return f"host {host.name} no longer fits: {short}", False
+        ports = {x for _, x in p.ports}
+        if (ports & host.used_ports or ports & ports_taken
+                or any(not host.port_begin <= x <= host.port_end for x in ports)):
+            return f"host {host.name}: ports {sorted(ports)} taken or out of range", False
+        return None, False
 
     def _offers(self, now_ms: int) -> list[Event]:
         offers = []
@@ -279,28 +384,54 @@ class HostBook:
             host = self.hosts[name]
             if self.offered.get(name) == host.generation:
                 continue
-            self.offered[name] = host.generation
+            free = host.free
             offers.append({
                 "host": name, "incarnation": host.incarnation,
-                "capacity": host.capacity.as_dict(), "free": host.free.as_dict(),
+                "capacity": host.capacity.as_dict(), "free": free.as_dict(),
                 "labels": host.labels, "generation": host.generation,
                 "available": host.available, "port_range_begin": host.port_begin,
                 "port_range_end": host.port_end, "used_ports": sorted(host.used_ports),
                 "task_label_counts": {f"peloton.job_id={j}": n
-                                      for j, n in sorted(host.job_counts.items()) if n > 0}})
+                                      for j, n in sorted(host.job_counts.items())},
+                "slack": host.slack.as_dict()})
         if not offers:
             return []
         return [Event("OfferReceived", "offers", {"at": now_ms, "offers": offers})]
 
+    # ---- retention ------------------------------------------------------------------
+    def prune(self, now_ms: int) -> None:
+        """Forget what no fact can need any more (see the module contract). Runs at most
+        once per retention_ms / 10; cost O(jobs + early facts)."""
+        if now_ms < self.next_prune:
+            return
+        self.next_prune = now_ms + max(1, self.retention_ms // 10)
+        horizon = now_ms - self.retention_ms
+        waiting = {key[0] for key in self.pending}
+        for job_id in [j for j, job in self.jobs.items()
+                       if (job.terminal or job.spec is None) and not job.on_host
+                       and job.last_at < horizon and j not in waiting]:
+            del self.jobs[job_id]
+        for where in [w for w, early in self.early.items() if early.first_at < horizon]:
+            del self.early[where]
 
-_FOLDS = {
+    def after_restart(self, now_ms: int) -> None:
+        """After a replay or a restore: liveness starts afresh (old heartbeats say
+        nothing about now) and every host is offered again."""
+        for host in self.hosts.values():
+            host.last_seen_ms = max(host.last_seen_ms, now_ms)
+        self.offered.clear()
+
+
+_Fold = Callable[[HostBook, Body, int | None], None]
+_FOLDS: dict[str, _Fold] = {
     "HostRegistered": HostBook._host_registered,
-    "HostStatusReported": HostBook._heartbeat,
     "TaskStatusReported": HostBook._statuses,
     "TaskStateChanged": HostBook._task_states,
+    "JobStateChanged": HostBook._job_state,
     "PlacementMade": HostBook._placement_made,
     "TaskLaunchRequested": HostBook._launch_requested,
     "PlacementRejected": HostBook._rejected,
     "HostLost": HostBook._host_lost,
+    "OfferReceived": HostBook._offer_received,
     "JobCreated": HostBook._job_created,
 }

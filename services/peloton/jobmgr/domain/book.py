@@ -7,126 +7,138 @@ Contract:
   applying a record twice is harmless (transitions are absolute and duplicates are no-ops).
 - `handle(type, body, now_ms)` is for live input: it applies the fact, decides what follows
   and returns the resulting events, which it has already applied. The shell publishes them.
+  Facts from other services are judged by `folding`: order across topics does not matter.
 - `reconcile(now_ms)` re-derives decisions that a crash between "fact read" and "events
   published" may have lost (undecided submissions, kills not yet carried out). It returns
   nothing when the book is consistent, so it is safe to run at any time.
+- `tick(now_ms)` = reconcile, then the timeouts (`timeouts`), then retention: terminal jobs
+  and rejected submissions older than `retention_ms` of event time leave the book
+  (`retention`); their ids stay known, so resubmitting one is still a no-op.
 Deterministic: no clock (now_ms is passed in), no randomness, sorted iteration.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from peloton.jobmgr.domain.states import (
-    TERMINAL,
-    IllegalTransition,
-    JobState,
-    TaskState,
-    can_transition,
-    derive_job_state,
-    is_on_host,
-    transition,
+from peloton.jobmgr.domain import kills
+from peloton.jobmgr.domain.folding import (
+    HeldRejections,
+    RejectionVerdict,
+    judge_rejection,
+    moves_forward,
 )
+from peloton.jobmgr.domain.records import Batch, JobRecord, Pending, TaskRecord, change
+from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS, ForgottenIds
+from peloton.jobmgr.domain.retries import (
+    PREEMPTED,
+    SYSTEM_RETRIES,
+    preempted_reason,
+    requeued,
+    retry_run,
+    should_retry,
+)
+from peloton.jobmgr.domain.states import derive_job_state
+from peloton.jobmgr.domain.timeouts import WATCHED, Timeouts, expiry
 from peloton.jobmgr.domain.validation import validate_submission
 from peloton.model.event import Event
-from peloton.model.ids import run_id
+from peloton.model.ids import parse_run_id
+from peloton.model.spec import JobSpec
+from peloton.model.taskstate import (
+    AGENT_STATES,
+    ON_HOST,
+    TERMINAL,
+    TERMINAL_JOB,
+    JobState,
+    TaskState,
+)
 
 __all__ = ["JobBook", "JobRecord", "TaskRecord", "SYSTEM_RETRIES", "PREEMPTED"]
 
 S = TaskState
-SYSTEM_RETRIES = 4  # a LOST run is retried at least this many times (Peloton's rule)
-PREEMPTED = "PREEMPTED"  # how every reason of a preempted run starts
-_PREEMPT_ON_HOST = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING})
-_PREEMPT_QUEUED = frozenset({S.READY, S.PLACING, S.PLACED})
-_AGENT_STATES = {"LAUNCHED": S.LAUNCHED, "STARTING": S.STARTING, "RUNNING": S.RUNNING,
-                 "SUCCEEDED": S.SUCCEEDED, "FAILED": S.FAILED, "KILLED": S.KILLED}
-
-
-@dataclass(slots=True)
-class TaskRecord:
-    instance: int
-    run: int = 1
-    state: TaskState = S.INITIALIZED
-    host: str | None = None
-    failures: int = 0
-    reason: str = ""
-    exit_code: int | None = None
-    kill_requested: bool = False
-
-
-@dataclass(slots=True)
-class JobRecord:
-    job_id: str
-    spec: dict[str, Any]
-    tasks: list[TaskRecord]
-    state: JobState = JobState.PENDING
-    counts: Counter[TaskState] = field(default_factory=Counter)
-    kill_requested: bool = False
-
-    def task_spec(self, instance: int) -> dict[str, Any]:
-        return self.spec["instance_tasks"].get(str(instance), self.spec["default_task"])
+Ref = dict[str, Any]
 
 
 class JobBook:
-    def __init__(self) -> None:
+    def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS,
+                 timeouts: Timeouts | None = None) -> None:
+        self.retention_ms = retention_ms
+        self.timeouts = timeouts or Timeouts()
         self.jobs: dict[str, JobRecord] = {}
         self.rejected: dict[str, list[str]] = {}
+        self.rejected_at: dict[str, int] = {}
         self.submitted: dict[str, dict[str, Any]] = {}  # seen, not yet decided
         self.kill_intents: dict[str, set[int] | None] = {}  # None = whole job
+        self.intent_at: dict[str, int] = {}
         self.pools: set[str] | None = None
         self.leaf_pools: set[str] | None = None
+        self.forgotten = ForgottenIds()  # ids of jobs that left the book
+        self.held = HeldRejections()  # input facts read early (not in the log)
+        # derived indexes, rebuilt by the fold (and by a snapshot's restore)
+        self.watched: dict[tuple[str, int], None] = {}  # READY / PREEMPTING runs
+        self.ended: dict[str, int] = {}  # terminal job -> event time it ended
+        self.controller_ended: set[str] = set()  # jobs whose controller task ended
+
+    def known(self, job_id: str) -> bool:
+        return job_id in self.jobs or job_id in self.rejected or job_id in self.forgotten
 
     # ---- fold -----------------------------------------------------------------------
     def apply(self, etype: str, body: dict[str, Any]) -> None:
         job_id = body.get("job_id", "")
         if etype == "JobSubmitted":
-            if job_id not in self.jobs and job_id not in self.rejected:
+            if not self.known(job_id):
                 self.submitted.setdefault(job_id, body)
         elif etype == "JobCreated":
             self.submitted.pop(job_id, None)
-            if job_id not in self.jobs:
-                tasks = [TaskRecord(i) for i in range(body["instance_count"])]
-                job = JobRecord(job_id, body, tasks)
+            if job_id not in self.jobs and job_id not in self.forgotten:
+                spec = JobSpec.from_body(body)
+                tasks = [TaskRecord(i, since=spec.at) for i in range(spec.instance_count)]
+                job = JobRecord(job_id, spec, tasks)
                 job.counts[S.INITIALIZED] = len(tasks)
                 self.jobs[job_id] = job
                 if job_id in self.kill_intents:  # folded first on replay: honour it
                     intent = self.kill_intents[job_id]
-                    self._apply_kill_intent(job_id, [] if intent is None else sorted(intent))
+                    self._apply_kill_intent(job_id, [] if intent is None else sorted(intent),
+                                            self.intent_at.get(job_id, 0))
         elif etype == "JobRejected":
             self.submitted.pop(job_id, None)
-            self.rejected[job_id] = list(body["reasons"])
+            if job_id not in self.forgotten:
+                self.rejected[job_id] = list(body["reasons"])
+                self.rejected_at[job_id] = int(body["at"])
         elif etype == "JobKillRequested":
-            self._apply_kill_intent(job_id, body["instances"])
+            if job_id not in self.forgotten:
+                self._apply_kill_intent(job_id, body["instances"], int(body.get("at", 0)))
         elif etype == "TaskStateChanged":
-            self._apply_changes(job_id, body["changes"])
+            self._apply_changes(job_id, body["changes"], int(body["at"]))
         elif etype == "JobStateChanged":
             known = self.jobs.get(job_id)
             if known is not None:
                 known.state = JobState(body["state"])
+                if known.state in TERMINAL_JOB and known.ended_at is None:
+                    known.ended_at = self.ended[job_id] = int(body["at"])
         elif etype == "EntitlementUpdated":
             self.pools = {p["pool"] for p in body["pools"]}
             parents = {p["parent"] for p in body["pools"] if p["parent"]}
             self.leaf_pools = self.pools - parents
 
-    def _apply_kill_intent(self, job_id: str, instances: list[int]) -> None:
+    def _apply_kill_intent(self, job_id: str, instances: list[int], at: int) -> None:
         if not instances:
             self.kill_intents[job_id] = None
         else:
             current = self.kill_intents.get(job_id, set())
             if current is not None:
                 self.kill_intents[job_id] = current | set(instances)
+        self.intent_at[job_id] = max(at, self.intent_at.get(job_id, at))
         job = self.jobs.get(job_id)
         if job is not None:
             if not instances:
                 job.kill_requested = True
-            for t in job.tasks:
-                if not instances or t.instance in instances:
-                    t.kill_requested = True
+            for i in (range(len(job.tasks)) if not instances else instances):
+                if 0 <= i < len(job.tasks):
+                    job.tasks[i].kill_requested = True
 
-    def _apply_changes(self, job_id: str, changes: Iterable[dict[str, Any]]) -> None:
+    def _apply_changes(self, job_id: str, changes: Iterable[dict[str, Any]], at: int) -> None:
         job = self.jobs.get(job_id)
         if job is None:
             return
@@ -135,6 +147,13 @@ class JobBook:
             if ch["run"] < task.run:
                 continue
             new_state = S(ch["state"])
+            if ch["run"] > task.run:
+                task.placement_attempts = 0
+                self.held.run_changed(job_id, task.instance, ch["run"])
+            elif task.state == S.READY == S(ch["previous_state"]) and new_state == S.PENDING:
+                task.placement_attempts += 1  # a placement timeout of this run
+            if new_state == S.KILLED and not (S(ch["previous_state"]) in ON_HOST or ch["host"]):
+                task.unreached_run = ch["run"]  # no agent was told; a late launch is killed
             job.counts[task.state] -= 1
             job.counts[new_state] += 1
             task.run = ch["run"]
@@ -143,7 +162,19 @@ class JobBook:
             task.failures = ch["failures"]
             task.reason = ch["reason"]
             task.exit_code = ch["exit_code"]
+            task.since = at
+            task.round = ch.get("round", -1)
+            task.not_before_ms = ch.get("not_before_ms")
             if new_state in (S.KILLING, S.KILLED):
+                task.kill_requested = True
+            if new_state in WATCHED:
+                self.watched[(job_id, task.instance)] = None
+            else:
+                self.watched.pop((job_id, task.instance), None)
+        if (job.has_controller and job.tasks[0].state in TERMINAL
+                and job_id not in self.controller_ended):
+            self.controller_ended.add(job_id)  # the job ends with it: the rest is killed
+            for task in job.tasks[1:]:
                 task.kill_requested = True
 
     # ---- decide ---------------------------------------------------------------------
@@ -151,181 +182,186 @@ class JobBook:
         """Apply a live input fact, decide, apply and return the events that follow."""
         if etype in ("JobSubmitted", "JobKillRequested", "EntitlementUpdated"):
             self.apply(etype, body)
-            return self.reconcile(now_ms) if etype != "EntitlementUpdated" else []
+            if etype == "JobSubmitted" and body["job_id"] in self.submitted:
+                return self._decide_submission(self.submitted[body["job_id"]], now_ms)
+            if etype == "JobKillRequested":
+                return self._kill_job(body["job_id"], now_ms)
+            return []
         if etype == "TasksPreempted":
             return self.preempt(body["tasks"], now_ms)
-        batches: dict[str, list[dict[str, Any]]] = {}
+        batch = Batch()
         if etype == "TasksAdmitted":
             for t in body["tasks"]:
-                self._propose(batches, t, S.READY, "admitted")
+                self._fact(batch, t, S.READY, "admitted")
         elif etype == "PlacementMade":
             for p in body["placements"]:
-                self._propose(batches, p, S.PLACED, "placed", host=p["host"])
+                if not self.held.take(p["job_id"], p["instance"], p["run"], body["round"],
+                                      p["host"]):  # else: rejected before it was read
+                    self._fact(batch, p, S.PLACED, "placed", host=p["host"],
+                               round_=body["round"])
         elif etype == "PlacementFailed":
             for t in body["tasks"]:
                 self._note_reason(t, t["reason"])
         elif etype == "PlacementRejected":
             for r in body["rejections"]:
-                self._propose(batches, r, S.READY, f"placement rejected: {r['reason']}")
+                self._reject(batch, r)
         elif etype == "TaskLaunchRequested":
             for launch in body["launches"]:
-                self._propose(batches, launch, S.LAUNCHING, "launch requested",
-                              host=body["host"])
+                self._fact(batch, launch, S.LAUNCHING, "launch requested", host=body["host"])
         elif etype == "TaskStatusReported":
             for st in body["statuses"]:
-                state = _AGENT_STATES.get(st["state"])
-                if state is not None:
-                    self._propose(batches, st, state, st["message"], host=body["host"],
-                                  exit_code=st["exit_code"])
+                if st["state"] in AGENT_STATES:
+                    self._fact(batch, st, S(st["state"]), st["message"], host=body["host"],
+                               exit_code=st["exit_code"])
         elif etype == "HostLost":
-            self._lose_host(batches, body["host"], body["reason"], set(body["runs"]))
-        return self._commit(batches, now_ms)
+            self._lose_host(batch, body)
+        return self._commit(batch, now_ms)
 
-    def _note_reason(self, ref: dict[str, Any], reason: str) -> None:
+    def _task(self, ref: Ref) -> tuple[JobRecord, TaskRecord] | None:
         job = self.jobs.get(ref["job_id"])
-        if job is not None and ref["instance"] < len(job.tasks):
-            task = job.tasks[ref["instance"]]
+        if job is None or not 0 <= ref["instance"] < len(job.tasks):
+            return None
+        return job, job.tasks[ref["instance"]]
+
+    def _note_reason(self, ref: Ref, reason: str) -> None:
+        found = self._task(ref)
+        if found is not None:
+            task = found[1]
             if task.run == ref["run"] and task.state in (S.READY, S.PENDING):
                 task.reason = reason
 
-    def _propose(
-        self, batches: dict[str, list[dict[str, Any]]], ref: dict[str, Any], target: TaskState,
-        reason: str, host: str | None = None, exit_code: int | None = None,
-    ) -> None:
-        job = self.jobs.get(ref["job_id"])
-        if job is None or not 0 <= ref["instance"] < len(job.tasks):
+    def _fact(self, batch: Batch, ref: Ref, target: TaskState, reason: str,
+              host: str | None = None, exit_code: int | None = None, round_: int = -1) -> None:
+        """A fact from another service that `ref`'s run reached `target` (see folding)."""
+        found = self._task(ref)
+        if found is None:
             return
-        task = job.tasks[ref["instance"]]
-        current = self._pending_state(batches, job.job_id, task)
-        if ref["run"] != current[1] or current[0] == target:
-            return  # a stale run, or a duplicate delivery: nothing to do
-        try:
-            transition(current[0], target)
-        except IllegalTransition:
-            return  # late or out-of-order report; the table decides what is meaningful
-        if target == S.KILLED and current[0] == S.PREEMPTING:
-            reason = _preempted_reason(task.reason)
-        elif target == S.KILLED and not task.kill_requested and current[0] not in (S.KILLING,):
+        job, task = found
+        cur = batch.pending(job.job_id, task)
+        if (host and ref["run"] == task.unreached_run and target in ON_HOST
+                and (cur.run != ref["run"] or cur.state in TERMINAL)):
+            # the run ended here before its launch was seen: make sure it does not run on
+            batch.kill(host, job.job_id, task.instance, ref["run"], 0.0,
+                       "run ended before its launch was seen")
+        if target == S.KILLED and cur.state == S.PREEMPTING:
+            reason = preempted_reason(task.reason)
+        elif target == S.KILLED and not task.kill_requested and cur.state != S.KILLING:
             target, reason = S.FAILED, reason or "killed outside the scheduler"
-            if not can_transition(current[0], target):
-                return  # a kill of a run not yet launched here: the table has no such edge
-        self._emit_change(batches, job, task, target, current, reason, host, exit_code)
+        if moves_forward(cur, ref["run"], target):
+            self.emit(batch, job, task, target, cur, reason, host, exit_code, round_=round_)
 
-    def _pending_state(
-        self, batches: dict[str, list[dict[str, Any]]], job_id: str, task: TaskRecord
-    ) -> tuple[TaskState, int, str | None, int]:
-        for ch in reversed(batches.get(job_id, [])):
-            if ch["instance"] == task.instance:
-                return S(ch["state"]), ch["run"], ch["host"], ch["failures"]
-        return task.state, task.run, task.host, task.failures
+    def _reject(self, batch: Batch, r: Ref) -> None:
+        found = self._task(r)
+        if found is None:
+            return
+        job, task = found
+        cur = batch.pending(job.job_id, task)
+        verdict = judge_rejection(cur, r["run"], r["host"], r.get("round", -1))
+        if verdict == RejectionVerdict.APPLY:
+            self.emit(batch, job, task, S.READY, cur, f"placement rejected: {r['reason']}",
+                      None, None)
+        elif verdict == RejectionVerdict.HOLD:
+            self.held.hold(job.job_id, task.instance, r["run"], r.get("round", -1), r["host"])
 
-    def _emit_change(
-        self, batches: dict[str, list[dict[str, Any]]], job: JobRecord, task: TaskRecord,
-        target: TaskState, current: tuple[TaskState, int, str | None, int], reason: str,
-        host: str | None, exit_code: int | None,
-    ) -> None:
-        state, run, old_host, failures = current
-        host = host if host is not None else old_host
-        if target == S.FAILED:
-            failures += 1
-        elif target == S.LOST:
-            failures += 1
-        batch = batches.setdefault(job.job_id, [])
-        batch.append({"instance": task.instance, "run": run, "state": target.value,
-                      "previous_state": state.value, "reason": reason, "host": host,
-                      "exit_code": exit_code, "failures": failures})
-        if target in (S.FAILED, S.LOST) and self._should_retry(job, task, target, failures):
-            batch.append({"instance": task.instance, "run": run + 1, "state": S.PENDING.value,
-                          "previous_state": S.INITIALIZED.value,
-                          "reason": f"retry after {target.value.lower()} run {run}: {reason}",
-                          "host": None, "exit_code": None, "failures": failures})
-        elif (target == S.KILLED and state == S.PREEMPTING
+    def emit(self, batch: Batch, job: JobRecord, task: TaskRecord, target: TaskState,
+             cur: Pending, reason: str, host: str | None, exit_code: int | None, *,
+             round_: int = -1, not_before_ms: int | None = None) -> None:
+        """Decide one change of `task`'s current run, and the run that follows it."""
+        if target in (S.PENDING, S.READY):
+            host = None
+        elif host is None:
+            host = cur.host
+        failures = cur.failures + (1 if target in (S.FAILED, S.LOST) else 0)
+        batch.add(job.job_id, change(
+            task.instance, cur.run, target, cur.state, reason, host, exit_code, failures,
+            not_before_ms=not_before_ms, round_=round_ if target == S.PLACED else -1))
+        if target in (S.FAILED, S.LOST) and should_retry(job, task, target, failures):
+            batch.add(job.job_id, retry_run(task.instance, cur.run, target, reason, failures))
+        elif (target == S.KILLED and cur.state == S.PREEMPTING
               and not (task.kill_requested or job.kill_requested)):
-            batch.append(_requeued(task.instance, run, reason, failures))
+            batch.add(job.job_id, requeued(task.instance, cur.run, reason, failures))
 
-    def _should_retry(self, job: JobRecord, task: TaskRecord, state: TaskState,
-                      failures: int) -> bool:
-        if task.kill_requested or job.kill_requested:
-            return False
-        allowed = job.task_spec(task.instance)["max_failures"]
-        if state == S.LOST:
-            allowed = max(allowed, SYSTEM_RETRIES)
-        return failures <= allowed
+    def _lose_host(self, batch: Batch, body: dict[str, Any]) -> None:
+        """The runs the host manager had launched on the lost incarnation (listed in the
+        fact, so no scan of the book) are lost; a listed run the job manager has not seen
+        reach the host yet is lost all the same (a later stage). Runs only PLACED there and
+        not listed are left alone (the host manager rejects them back)."""
+        host, reason = body["host"], body["reason"]
+        for rid in sorted(set(body["runs"])):
+            try:
+                job_id, instance, run = parse_run_id(rid)
+            except ValueError:
+                continue
+            found = self._task({"job_id": job_id, "instance": instance})
+            if found is None:
+                continue
+            job, task = found
+            cur = batch.pending(job_id, task)
+            target = S.KILLED if cur.state == S.KILLING else S.LOST
+            if cur.run == run and cur.state not in TERMINAL:
+                self.emit(batch, job, task, target, cur, f"host {host} lost: {reason}",
+                          cur.host or host, None)
 
-    def _lose_host(self, batches: dict[str, list[dict[str, Any]]], host: str, reason: str,
-                   runs: set[str]) -> None:
-        """The runs the host manager had launched on the lost incarnation are lost; runs
-        only PLACED there are left alone (the host manager rejects them back)."""
-        for job_id in sorted(self.jobs):
-            job = self.jobs[job_id]
-            if job.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
-                continue
-            for task in job.tasks:
-                state, run, task_host, _ = self._pending_state(batches, job_id, task)
-                if task_host != host or state in TERMINAL or state in (S.PENDING, S.READY):
-                    continue
-                if run_id(job_id, task.instance, run) not in runs:
-                    continue
-                target = S.KILLED if state == S.KILLING else S.LOST
-                ref = {"job_id": job_id, "instance": task.instance, "run": run}
-                self._propose(batches, ref, target, f"host {host} lost: {reason}")
-
-    # ---- preemption (TasksPreempted from the resource manager) ------------------------
-    def preempt(self, victims: Iterable[dict[str, Any]], now_ms: int) -> list[Event]:
-        """Take back the named runs: running ones go PREEMPTING and their agents are asked
-        to kill them (grace period from the task spec); once KILLED, the run ends with a
-        PREEMPTED reason and a new run starts PENDING. Runs not on a host yet (READY,
-        PLACING, PLACED) end KILLED and a new run starts PENDING at once. Preemption is
-        never counted as a failure. Stale runs, runs in other states (e.g. LAUNCHING) and
-        tasks being killed are left alone; the resource manager chooses again later."""
-        batches: dict[str, list[dict[str, Any]]] = {}
-        kills: dict[str, list[dict[str, Any]]] = {}
-        for ref in victims:
-            job = self.jobs.get(ref["job_id"])
-            if job is None or not 0 <= ref["instance"] < len(job.tasks):
-                continue
-            task = job.tasks[ref["instance"]]
-            state, run, host, failures = self._pending_state(batches, job.job_id, task)
-            if run != ref["run"] or task.kill_requested or job.kill_requested:
-                continue
-            reason = f"PREEMPTED ({ref['reason']}: {ref['detail']})"
-            if state in _PREEMPT_ON_HOST and host:
-                self._propose(batches, ref, S.PREEMPTING, reason)
-                grace = job.task_spec(task.instance)["kill_grace_period_s"]
-                kills.setdefault(host, []).append(
-                    {"job_id": job.job_id, "instance": task.instance, "run": run,
-                     "grace_period_s": grace, "reason": reason})
-            elif state in _PREEMPT_QUEUED:
-                batch = batches.setdefault(job.job_id, [])
-                batch.append({"instance": task.instance, "run": run, "state": S.KILLED.value,
-                              "previous_state": state.value, "reason": reason, "host": host,
-                              "exit_code": None, "failures": failures})
-                batch.append(_requeued(task.instance, run, reason, failures))
-        events = self._commit(batches, now_ms)
-        for host in sorted(kills):
-            events.append(Event("TaskKillRequested", host,
-                                {"host": host, "at": now_ms, "kills": kills[host]}))
-        return events
+    def preempt(self, victims: Iterable[Ref], now_ms: int) -> list[Event]:
+        """Take back the named runs (see `kills.preempt`)."""
+        batch = Batch()
+        kills.preempt(self, batch, victims)
+        return self._commit(batch, now_ms)
 
     def reconcile(self, now_ms: int) -> list[Event]:
         """Decide what the book shows as undecided (see the module contract)."""
         events: list[Event] = []
         for job_id in sorted(self.submitted):
             events.extend(self._decide_submission(self.submitted[job_id], now_ms))
-        batches: dict[str, list[dict[str, Any]]] = {}
-        kills: dict[str, list[dict[str, Any]]] = {}
+        batch = Batch()
         for job_id in sorted(self.kill_intents):
             job = self.jobs.get(job_id)
             if job is not None:
-                self._carry_out_kill(job, self.kill_intents[job_id], batches, kills)
-        events.extend(self._commit(batches, now_ms))
-        for job_id in sorted(set(self.kill_intents) - set(batches)):
+                intent = self.kill_intents[job_id]
+                kills.carry_out(self, job, None if intent is None else sorted(intent), batch)
+        kills.controllers(self, sorted(self.controller_ended), batch)
+        decided = set(batch.changes)
+        events.extend(self._commit(batch, now_ms))
+        for job_id in sorted(set(self.kill_intents) - decided):
             if job_id in self.jobs:  # a kill changes the job's state even if no task moved
                 events.extend(self._job_state_events(self.jobs[job_id], now_ms))
-        for host in sorted(kills):
-            events.append(Event("TaskKillRequested", host,
-                                {"host": host, "at": now_ms, "kills": kills[host]}))
         return events
+
+    def tick(self, now_ms: int) -> list[Event]:
+        """The periodic decisions: reconcile, timeouts, then retention."""
+        events = self.reconcile(now_ms)
+        batch = Batch()
+        for key in sorted(self.watched):
+            job = self.jobs[key[0]]
+            task = job.tasks[key[1]]
+            decided = expiry(task, now_ms, self.timeouts)
+            if decided is not None and not task.kill_requested:
+                self.emit(batch, job, task, decided.target, batch.pending(job.job_id, task),
+                          decided.reason, None, None, not_before_ms=decided.not_before_ms)
+        events.extend(self._commit(batch, now_ms))
+        self.forget(now_ms)
+        return events
+
+    def forget(self, now_ms: int) -> None:
+        """Terminal jobs and rejections older than the retention window leave the book."""
+        horizon = now_ms - self.retention_ms
+        for job_id in [j for j, at in self.ended.items() if at <= horizon]:
+            job = self.jobs.pop(job_id)
+            del self.ended[job_id]
+            for key in [(job_id, i) for i in range(len(job.tasks))]:
+                self.watched.pop(key, None)
+            self.held.drop_job(job_id, len(job.tasks))
+            self.controller_ended.discard(job_id)
+            self.kill_intents.pop(job_id, None)
+            self.intent_at.pop(job_id, None)
+            self.forgotten.add(job_id)
+        for job_id in [j for j, at in self.rejected_at.items() if at <= horizon]:
+            del self.rejected[job_id], self.rejected_at[job_id]
+            self.forgotten.add(job_id)
+        for job_id in [j for j, at in self.intent_at.items() if at <= horizon
+                       and j not in self.jobs and j not in self.submitted]:
+            del self.intent_at[job_id]  # a kill of a job never submitted in the window
+            self.kill_intents.pop(job_id, None)
 
     def _decide_submission(self, sub: dict[str, Any], now_ms: int) -> list[Event]:
         created, problems = validate_submission(sub, self.pools, self.leaf_pools, now_ms)
@@ -337,55 +373,49 @@ class JobBook:
         ev = Event("JobCreated", sub["job_id"], created)
         self.apply(ev.type, ev.body)
         job = self.jobs[sub["job_id"]]
-        intent = self.kill_intents.get(job.job_id, set())
-        if intent is None:
-            job.kill_requested = True
-        changes = [{"instance": t.instance, "run": 1, "state": S.PENDING.value,
-                    "previous_state": S.INITIALIZED.value, "reason": "created", "host": None,
-                    "exit_code": None, "failures": 0} for t in job.tasks]
-        return [ev, *self._commit({job.job_id: changes}, now_ms)]
+        batch = Batch()
+        for t in job.tasks:
+            batch.add(job.job_id, change(t.instance, 1, S.PENDING, S.INITIALIZED, "created",
+                                         None, None, 0))
+        return [ev, *self._commit(batch, now_ms), *self._kill_job(job.job_id, now_ms)]
 
-    def _carry_out_kill(
-        self, job: JobRecord, instances: set[int] | None, batches: dict[str, list[dict[str, Any]]],
-        kills: dict[str, list[dict[str, Any]]],
-    ) -> None:
-        for task in job.tasks:
-            if instances is not None and task.instance not in instances:
-                continue
-            task.kill_requested = True
-            if task.state in TERMINAL or task.state in (S.KILLING, S.PREEMPTING):
-                continue  # ending already; a preempted run ends KILLED, not re-queued
-            ref = {"job_id": job.job_id, "instance": task.instance, "run": task.run}
-            if is_on_host(task.state) and task.host:
-                self._propose(batches, ref, S.KILLING, "kill requested")
-                grace = job.task_spec(task.instance)["kill_grace_period_s"]
-                kills.setdefault(task.host, []).append(
-                    {"job_id": job.job_id, "instance": task.instance, "run": task.run,
-                     "grace_period_s": grace, "reason": "kill requested"})
-            else:
-                self._propose(batches, ref, S.KILLED, "kill requested")
-                if task.state == S.PLACED and task.host:
-                    # the host manager may launch it before it sees the kill: the agent
-                    # remembers killed runs and never starts them
-                    kills.setdefault(task.host, []).append(
-                        {"job_id": job.job_id, "instance": task.instance, "run": task.run,
-                         "grace_period_s": 0.0, "reason": "kill requested"})
+    def _kill_job(self, job_id: str, now_ms: int) -> list[Event]:
+        job = self.jobs.get(job_id)
+        if job is None or job_id not in self.kill_intents:
+            return []
+        batch = Batch()
+        intent = self.kill_intents[job_id]
+        kills.carry_out(self, job, None if intent is None else sorted(intent), batch)
+        if not batch.changes:  # a kill changes the job's state even if no task moved
+            return self._job_state_events(job, now_ms) + self._commit(batch, now_ms)
+        return self._commit(batch, now_ms)
 
-    def _commit(self, batches: dict[str, list[dict[str, Any]]], now_ms: int) -> list[Event]:
+    def _commit(self, batch: Batch, now_ms: int) -> list[Event]:
+        """Apply the batch's changes as TaskStateChanged events (one per job), follow with
+        job state changes, carry out what a controller's end decides, then the kills."""
         events: list[Event] = []
-        for job_id in sorted(batches):
-            changes = batches[job_id]
-            if not changes:
-                continue
-            ev = Event("TaskStateChanged", job_id, {"job_id": job_id, "at": now_ms,
-                                                     "changes": changes})
-            self.apply(ev.type, ev.body)
-            events.append(ev)
-            events.extend(self._job_state_events(self.jobs[job_id], now_ms))
+        while batch.changes:
+            for job_id in sorted(batch.changes):
+                changes = batch.changes[job_id]
+                ev = Event("TaskStateChanged", job_id, {"job_id": job_id, "at": now_ms,
+                                                         "changes": changes})
+                self.apply(ev.type, ev.body)
+                events.append(ev)
+                events.extend(self._job_state_events(self.jobs[job_id], now_ms))
+            follow = Batch()
+            kills.controllers(self, sorted(set(batch.changes) & self.controller_ended), follow)
+            for host, items in batch.kills.items():
+                for item in items:
+                    follow.kills.setdefault(host, []).append(item)
+            batch = follow
+        for host in sorted(batch.kills):
+            events.append(Event("TaskKillRequested", host,
+                                {"host": host, "at": now_ms, "kills": batch.kills[host]}))
         return events
 
     def _job_state_events(self, job: JobRecord, now_ms: int) -> list[Event]:
-        new_state = derive_job_state(job.counts, len(job.tasks), job.kill_requested)
+        new_state = derive_job_state(job.counts, len(job.tasks), job.kill_requested,
+                                     job.controller_state())
         if new_state == job.state:
             return []
         ev = Event("JobStateChanged", job.job_id, {
@@ -394,15 +424,3 @@ class JobBook:
             "task_counts": {s.value: n for s, n in sorted(job.counts.items()) if n}})
         self.apply(ev.type, ev.body)
         return [ev]
-
-
-def _preempted_reason(reason: str) -> str:
-    return reason if reason.startswith(PREEMPTED) else PREEMPTED
-
-
-def _requeued(instance: int, run: int, reason: str, failures: int) -> dict[str, Any]:
-    """The next run of a preempted task: PENDING, failures unchanged."""
-    return {"instance": instance, "run": run + 1, "state": S.PENDING.value,
-            "previous_state": S.INITIALIZED.value,
-            "reason": f"{PREEMPTED}: run {run} was preempted; {reason}", "host": None,
-            "exit_code": None, "failures": failures}

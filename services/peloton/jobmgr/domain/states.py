@@ -3,41 +3,76 @@
 `TRANSITIONS` is the whole machine: a pair not in it is rejected by `transition`. The
 docs' diagram (`peloton docs states`) and the tests read the same table. A retried task
 does not go "back" to PENDING: a new run (attempt) starts at INITIALIZED.
+
+The table is built from `model.taskstate.STAGE`: facts about a run arrive in any order
+across topics, so from every state a run may jump FORWARD to any later stage a fact can
+prove (an agent's RUNNING read before the host manager's launch request moves PLACED to
+RUNNING: the launch happened, its record is late). Besides those, the machine has the
+kill/preemption decisions of the job manager and a few named BACKWARD moves
+(`BACKWARD`): a placement timeout (READY -> PENDING), a rejected placement
+(PLACED -> READY), and a preemption that never ends (PREEMPTING -> RUNNING).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from peloton.model.taskstate import ACTIVE, ENDING, ON_HOST, TERMINAL, JobState, TaskState
+from peloton.model.taskstate import (
+    ACTIVE,
+    ENDING,
+    ON_HOST,
+    STAGE,
+    TERMINAL,
+    JobState,
+    TaskState,
+)
 
 __all__ = [
     "TaskState", "JobState", "TRANSITIONS", "TERMINAL", "ACTIVE", "IllegalTransition",
-    "transition", "can_transition", "derive_job_state",
+    "transition", "can_transition", "derive_job_state", "FACT_STATES", "BACKWARD",
+    "controller_job_state",
 ]
 
 
 S = TaskState
-_ON_HOST = ON_HOST - ENDING
+
+#: States a fact from another service can prove a run reached (admission, placement,
+#: launch request, agent reports, host loss).
+FACT_STATES: frozenset[TaskState] = frozenset(
+    {S.READY, S.PLACING, S.PLACED, S.LAUNCHING, S.LAUNCHED, S.STARTING, S.RUNNING} | TERMINAL)
+#: The only moves to an earlier stage, each with its one cause.
+BACKWARD: Mapping[tuple[TaskState, TaskState], str] = {
+    (S.READY, S.PENDING): "placement timeout: the allocation is given back",
+    (S.PLACING, S.READY): "placement given up",
+    (S.PLACING, S.PENDING): "placement timeout: the allocation is given back",
+    (S.PLACED, S.READY): "the host manager rejected the placement the run holds",
+    (S.PLACED, S.PENDING): "placement timeout: the allocation is given back",
+    (S.LAUNCHING, S.READY): "launch given up",
+    (S.PREEMPTING, S.RUNNING): "preemption timeout: the run was never killed",
+}
+_DECISIONS: Mapping[TaskState, frozenset[TaskState]] = {
+    # the job manager's own decisions: create, kill, preempt
+    S.INITIALIZED: frozenset({S.PENDING, S.KILLED}),
+    S.LAUNCHING: frozenset({S.KILLING}),
+    **{s: frozenset({S.KILLING, S.PREEMPTING}) for s in ON_HOST - ENDING - {S.LAUNCHING}},
+    S.PREEMPTING: frozenset(TERMINAL),
+    S.KILLING: frozenset(TERMINAL),
+}
+
+
+def _table() -> dict[TaskState, frozenset[TaskState]]:
+    table: dict[TaskState, set[TaskState]] = {s: set() for s in TaskState}
+    for state in ACTIVE - ENDING - {S.INITIALIZED}:
+        table[state] |= {t for t in FACT_STATES if STAGE[t] > STAGE[state]}
+    for state, targets in _DECISIONS.items():
+        table[state] |= targets
+    for state, target in BACKWARD:
+        table[state].add(target)
+    return {s: frozenset(t) for s, t in table.items()}
+
 
 # from-state -> the states it may move to. Kill is allowed from every active state.
-TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = {
-    S.INITIALIZED: frozenset({S.PENDING, S.KILLED}),
-    S.PENDING: frozenset({S.READY, S.PLACED, S.KILLED}),
-    S.READY: frozenset({S.PLACING, S.PLACED, S.PENDING, S.KILLED}),
-    S.PLACING: frozenset({S.PLACED, S.READY, S.PENDING, S.KILLED}),
-    S.PLACED: frozenset({S.LAUNCHING, S.READY, S.PENDING, S.KILLED, S.LOST}),
-    S.LAUNCHING: frozenset({S.LAUNCHED, S.STARTING, S.RUNNING, S.READY} | TERMINAL | {S.KILLING}),
-    S.LAUNCHED: frozenset({S.STARTING, S.RUNNING} | TERMINAL | {S.KILLING, S.PREEMPTING}),
-    S.STARTING: frozenset({S.RUNNING} | TERMINAL | {S.KILLING, S.PREEMPTING}),
-    S.RUNNING: frozenset(TERMINAL | {S.KILLING, S.PREEMPTING}),
-    S.PREEMPTING: frozenset({S.RUNNING, S.KILLED, S.SUCCEEDED, S.FAILED, S.LOST}),
-    S.KILLING: frozenset({S.KILLED, S.SUCCEEDED, S.FAILED, S.LOST}),
-    S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset(),
-    S.LOST: frozenset(),
-    S.KILLED: frozenset(),
-}
+TRANSITIONS: Mapping[TaskState, frozenset[TaskState]] = _table()
 
 
 class IllegalTransition(ValueError):
@@ -63,15 +98,27 @@ def is_on_host(state: TaskState) -> bool:
     return state in ON_HOST
 
 
+def controller_job_state(state: TaskState) -> JobState:
+    """The job state a job with a controller task takes when the controller run ends."""
+    if state is S.SUCCEEDED:
+        return JobState.SUCCEEDED
+    return JobState.KILLED if state is S.KILLED else JobState.FAILED
+
+
 def derive_job_state(
-    counts: Mapping[TaskState, int], instance_count: int, killing: bool
+    counts: Mapping[TaskState, int], instance_count: int, killing: bool,
+    controller: TaskState | None = None,
 ) -> JobState:
     """Peloton's rule order: the first matching rule wins.
 
+    0. the job has a controller task (instance 0) whose run ended for good (`controller`,
+       a terminal state): the job ends as the controller did;
     1. SUCCEEDED >= N -> SUCCEEDED; 2. SUCCEEDED+FAILED+LOST >= N -> FAILED;
     3. some KILLED and all terminal -> KILLED; 4. a kill in progress -> KILLING;
     5. any RUNNING -> RUNNING; 6. otherwise PENDING.
     """
+    if controller is not None and controller in TERMINAL:
+        return controller_job_state(controller)
     succeeded = counts.get(S.SUCCEEDED, 0)
     terminal = sum(counts.get(s, 0) for s in TERMINAL)
     if succeeded >= instance_count:

@@ -3,7 +3,7 @@
 Anyone may publish a JobSubmitted record, so the job manager checks every field again and
 answers with all the problems it found, each as "field: reason" in the job file's own
 field names. Limits follow Peloton's validator (at most 100,000 instances, maxFailures at
-most 100, revocable implies preemptible).
+most 100, revocable implies preemptible, a controller task only on instance 0).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ _STRATEGIES = {None: "PACK", "PACK": "PACK", "PACK_HOST": "PACK",
 
 
 def _merge(default: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    return {k: (override.get(k) if override.get(k) is not None else v) for k, v in default.items()}
+    merged = dict(default)
+    merged.update({k: v for k, v in override.items() if v is not None})
+    return merged
 
 
-def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str, Any]:
+def _task_spec(cfg: dict[str, Any], path: str, problems: list[str],
+               sla: dict[str, Any]) -> dict[str, Any]:
     cpu = cfg.get("cpu_limit")
     if cpu is None or not math.isfinite(cpu) or cpu <= 0:
         problems.append(f"{path}.resource.cpuLimit: must be > 0 (got {cpu})")
@@ -62,6 +65,10 @@ def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str,
     grace = cfg.get("kill_grace_period_s")
     if grace is not None and (not math.isfinite(grace) or grace < 0):
         problems.append(f"{path}.killGracePeriodSeconds: must be >= 0 (got {grace})")
+    revocable = bool(cfg.get("revocable")) or bool(sla["revocable"])
+    if cfg.get("revocable") and not sla["preemptible"]:
+        problems.append(f"{path}.revocable: revocable tasks need a preemptible job "
+                        "(sla.preemptible)")
     return {
         "resources": {"cpu": cpu, "memory": cfg.get("mem_limit_mb") or 0.0,
                       "disk": cfg.get("disk_limit_mb") or 0.0, "gpu": gpu},
@@ -72,7 +79,25 @@ def _task_spec(cfg: dict[str, Any], path: str, problems: list[str]) -> dict[str,
         "labels": dict(cfg.get("labels") or {}),
         "ports": list(cfg.get("ports") or []),
         "kill_grace_period_s": DEFAULT_GRACE_S if grace is None else grace,
+        "controller": bool(cfg.get("controller")),
+        "revocable": revocable,
     }
+
+
+def _check_controller(sub: dict[str, Any], n: int, problems: list[str]) -> None:
+    """Peloton: only instance 0 may be a controller task (a default of true must be
+    turned off for every other instance)."""
+    overrides = sub["instance_config"]
+    for key in sorted(overrides, key=lambda k: (len(k), k)):
+        if key.isdigit() and int(key) > 0 and overrides[key].get("controller"):
+            problems.append(f"instanceConfig.{key}.controller: only instance 0 may be a "
+                            "controller task")
+    if sub["default_config"].get("controller") and n > 1:
+        off = sum(1 for k, v in overrides.items()
+                  if k.isdigit() and 0 < int(k) < n and v.get("controller") is False)
+        if off < n - 1:
+            problems.append("defaultConfig.controller: only instance 0 may be a controller "
+                            "task (set controller in instanceConfig.0 instead)")
 
 
 def _check_sla(sub: dict[str, Any], n: int, problems: list[str]) -> int:
@@ -124,14 +149,15 @@ def validate_submission(
                         f"{sub.get('placement_strategy')}")
     gang_size = _check_sla(sub, n, problems)
     default_cfg = sub["default_config"]
-    default_task = _task_spec(default_cfg, "defaultConfig", problems)
+    _check_controller(sub, n, problems)
+    default_task = _task_spec(default_cfg, "defaultConfig", problems, sub["sla"])
     instance_tasks: dict[str, Any] = {}
     for key in sorted(sub["instance_config"], key=lambda k: (len(k), k)):
         if not key.isdigit() or int(key) >= max(n, 0):
             problems.append(f"instanceConfig.{key}: not an instance number in 0..{n - 1}")
             continue
         merged = _merge(default_cfg, sub["instance_config"][key])
-        spec = _task_spec(merged, f"instanceConfig.{key}", problems)
+        spec = _task_spec(merged, f"instanceConfig.{key}", problems, sub["sla"])
         if spec != default_task:
             instance_tasks[str(int(key))] = spec
     if problems:

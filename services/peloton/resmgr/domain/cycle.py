@@ -3,6 +3,8 @@
 Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
 0. Pool decisions this instance made that have not come back through the log within
    `resend_pool_facts_ms` are published again (see peloton.resmgr.domain.poolbook).
+   Admission and preemption decisions that have not come back within
+   `confirm_timeout_ms` are dropped (see "Decide, publish, then commit" below).
 1. Entitlement is recomputed every `entitlement_cycle_ms` (a *cycle*), at once when the
    pool tree or the cluster capacity changed, and otherwise at most every
    `min_recompute_ms` when demand or allocation changed, so new work does not wait a
@@ -11,33 +13,50 @@ Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
 2. Preemption (when enabled) runs once per cycle (peloton.resmgr.domain.preemption):
    between pools once a pool has been over its entitlement for `preemption_cycles`
    consecutive cycles, then within a pool for higher-priority pending gangs. Victims are
-   marked in the ledger at once and published as TasksPreempted, one batch per pool. A
-   run already being preempted counts as freed and is never chosen again, unless the job
-   manager did not act on it within `preempt_ack_timeout_ms` (e.g. it was launching).
-   Only runs the job manager can take back are candidates: READY, PLACING (re-queued)
-   and LAUNCHED, STARTING, RUNNING (killed with their grace period).
-3. Admission runs when anything changed since the last run: each leaf pool's pending
-   gangs are admitted within its entitlement (peloton.resmgr.domain.admission). Admitted
-   tasks are marked in the ledger at once (so the next tick does not admit them again)
-   and published as TasksAdmitted, one batch per pool; tasks left pending get their
-   reason, published as AdmissionDeferred only when it changed.
+   published as TasksPreempted, one batch per pool. A run already being preempted counts
+   as freed and is never chosen again, unless the job manager did not act on it within
+   `preempt_ack_timeout_ms` (e.g. it was launching). Only runs the job manager can take
+   back (`taskstate.VICTIMS`) are candidates.
+3. Admission runs when anything changed since the last run, or when a run's retry backoff
+   (`not_before_ms` of its requeue) has passed: each leaf pool's pending gangs are
+   admitted within its entitlement (peloton.resmgr.domain.admission); a gang with a
+   member still in its backoff waits. Admitted tasks are published as TasksAdmitted, one
+   batch per pool; tasks left pending get their reason, published as AdmissionDeferred
+   only when it changed. Task-level `revocable` work is admitted against the slack
+   entitlement like a revocable job; `controller` tasks against the controller limit.
 The reservation check for non-preemptible work applies only when preemption is enabled,
 as in Peloton (without preemption, elastic resources lent to such work could never be
 taken back, so admitting it beyond the reservation is the lesser harm).
 
+Decide, publish, then commit: the ledger changes only by folding facts from the log. A
+decision of this instance (an admission, a preemption, a deferral reason) is held as
+*provisional* until its fact is folded back (then the ledger has it), so the next tick does
+not decide it again. A provisional decision whose fact has not come back within
+`confirm_timeout_ms`, or that the shell discards because publishing failed
+(`discard_unpublished`), is dropped: the core is again what the log says, and the run is
+decided afresh. A deposed leader therefore never diverges from the log for longer than the
+timeout. Pool decisions follow the same rule inside PoolBook (speculation, resent).
+
 `fold` applies facts (every instance, replay included); `handle` also decides pool
 requests (every instance decides; only the leader's answers are published, and every
 instance's tree follows the published facts).
+
+Snapshot: `snapshot()` gives the whole state as plain JSON-able data (pool book, ledger,
+entitlements, admission and preemption counters, provisional decisions, cadence);
+`restore(data)` replaces the state with it, so `restore(snapshot())` behaves exactly as
+the original. `view()` is the part every instance folding the same log agrees on.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from peloton.model.event import Event
 from peloton.model.resources import Resources
+from peloton.model.taskstate import ENDING, HOLDING, VICTIMS, TaskState
 from peloton.resmgr.domain.admission import (
     AdmissionState,
     Gang,
@@ -46,18 +65,33 @@ from peloton.resmgr.domain.admission import (
     admit,
 )
 from peloton.resmgr.domain.entitlement import PoolEntitlement, PoolUsage, compute_entitlements
-from peloton.resmgr.domain.ledger import Ledger, TaskEntry
+from peloton.resmgr.domain.ledger import DEFAULT_RETENTION_MS, Ledger, TaskEntry
 from peloton.resmgr.domain.poolbook import POOL_FACTS, POOL_REQUESTS, PoolBook, config_record
 from peloton.resmgr.domain.pooltree import ROOT, PoolTree
 from peloton.resmgr.domain.preemption import PreemptionState, TaskView, plan_preemption
 
-__all__ = ["ResourceManager", "VICTIM_STATES"]
+__all__ = ["ResourceManager", "Provisional", "BACKOFF_REASON"]
 
 _MAX_BATCH = 4000
-_TERMINAL = frozenset({"SUCCEEDED", "FAILED", "LOST", "KILLED"})
-#: States whose runs the job manager can take back (see the module doc, step 2).
-VICTIM_STATES = frozenset({"READY", "PLACING", "LAUNCHED", "STARTING", "RUNNING"})
-_GOING = frozenset({"PREEMPTING", "KILLING"})
+_NEVER = 10**18
+BACKOFF_REASON = "waiting out the retry backoff of a requeued run"
+RunKey = tuple[str, int, int]
+
+
+@dataclass(slots=True)
+class Provisional:
+    """This instance's decisions that have not come back through the log yet."""
+
+    admitted: dict[RunKey, tuple[int, int]] = field(default_factory=dict)  # at, requeues
+    preempted: dict[RunKey, int] = field(default_factory=dict)  # at
+    reasons: dict[RunKey, tuple[str, int]] = field(default_factory=dict)  # reason, at
+
+    def __len__(self) -> int:
+        return len(self.admitted) + len(self.preempted) + len(self.reasons)
+
+
+def _key(entry: TaskEntry) -> RunKey:
+    return (entry.job.job_id, entry.instance, entry.run)
 
 
 class ResourceManager:
@@ -71,8 +105,11 @@ class ResourceManager:
         in_pool_preemption: bool = True,
         preempt_ack_timeout_ms: int = 30_000,
         resend_pool_facts_ms: int = 3_000,
+        confirm_timeout_ms: int = 10_000,
+        unused_admission_ms: int = 60_000,
+        retention_ms: int = DEFAULT_RETENTION_MS,
     ) -> None:
-        self.ledger = Ledger()
+        self.ledger = Ledger(retention_ms)
         self.pools = PoolBook()
         self.entitlement_cycle_ms = entitlement_cycle_ms
         self.min_recompute_ms = min_recompute_ms
@@ -81,19 +118,26 @@ class ResourceManager:
         self.in_pool_preemption = in_pool_preemption
         self.preempt_ack_timeout_ms = preempt_ack_timeout_ms
         self.resend_pool_facts_ms = resend_pool_facts_ms
+        self.confirm_timeout_ms = confirm_timeout_ms
+        self.unused_admission_ms = unused_admission_ms
         self.entitlements: dict[str, PoolEntitlement] = {}
         self.admission = AdmissionState()
         self.preemption = PreemptionState()
+        self.provisional = Provisional()
         self.cycle = 0
         self._computed_at = -(10**15)
         self._published_at = -(10**15)
         self._cycle_at = -(10**15)  # the last periodic cycle (recomputes do not move it)
         self._unpublished = False  # a changed result not published yet (rate limit)
-        self._computed_version = -1
+        self._local = 0  # bumps on every change of the provisional decisions
+        self._computed_version: tuple[int, int] = (-1, -1)
         self._computed_tree = -1
         self._computed_hosts = -1
-        self._admitted_version = -1
-        self._reasons: dict[str, str] = {}
+        self._admitted_version: tuple[int, int] = (-1, -1)
+        self._wake_at = _NEVER  # the earliest retry backoff still running
+        self._batch: list[tuple[str, RunKey]] = []  # the last tick's provisional decisions
+        self._batch_entitlement = False
+        self._now = -(10**15)  # the time of the last tick
 
     @property
     def tree(self) -> PoolTree:
@@ -103,11 +147,20 @@ class ResourceManager:
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         if etype in POOL_FACTS:
             self.pools.fold(etype, body)
-        elif etype == "AdmissionDeferred":  # what was said, so a new leader does not repeat it
-            for t in body["tasks"]:
-                self._reasons[f"{t['job_id']}-{t['instance']}-{t['run']}"] = t["reason"]
         elif etype not in POOL_REQUESTS:  # requests are decided live only (`handle`)
             self.ledger.fold(etype, body)
+            self._confirm(etype, body)
+
+    def _confirm(self, etype: str, body: dict[str, Any]) -> None:
+        """A decision came back through the log: the ledger has it now."""
+        table: dict[RunKey, Any] | None = {
+            "TasksAdmitted": self.provisional.admitted,
+            "TasksPreempted": self.provisional.preempted,
+            "AdmissionDeferred": self.provisional.reasons}.get(etype)
+        if table:
+            for t in body["tasks"]:
+                if table.pop((t["job_id"], t["instance"], t["run"]), None) is not None:
+                    self._local += 1
 
     def handle(self, etype: str, body: dict[str, Any], now_ms: int) -> list[Event]:
         """Fold a live fact, or decide a pool request (one answering fact)."""
@@ -119,17 +172,85 @@ class ResourceManager:
         return []
 
     def busy_pools(self) -> set[str]:
-        """Pools (paths) that hold tasks whose current run has not ended."""
-        return {self._pool_of(e) for e in self.ledger.tasks.values()
-                if e.state not in _TERMINAL}
+        """Pools (paths) of jobs that have not finished."""
+        return {self._resolve(job.pool) for job in self.ledger.jobs.values()}
+
+    # ---- provisional decisions ---------------------------------------------------------
+    def admitted(self, entry: TaskEntry) -> bool:
+        """Admitted by the log (and the admission not left unused by the job manager for
+        `unused_admission_ms`, see ledger.py), or by a provisional decision."""
+        if entry.admitted:
+            return self._now - max(entry.admissions) < self.unused_admission_ms
+        mine = self.provisional.admitted.get(_key(entry))
+        return (mine is not None and entry.state == TaskState.PENDING
+                and mine[1] == entry.requeues)
+
+    def holding(self, entry: TaskEntry) -> bool:
+        return entry.state in HOLDING or self.admitted(entry)
+
+    def pending(self, entry: TaskEntry) -> bool:
+        return entry.state == TaskState.PENDING and not self.admitted(entry)
+
+    def preempted_at(self, entry: TaskEntry) -> int | None:
+        if entry.preempted_at is not None:
+            return entry.preempted_at
+        return self.provisional.preempted.get(_key(entry))
+
+    def reason(self, entry: TaskEntry) -> str | None:
+        mine = self.provisional.reasons.get(_key(entry))
+        return mine[0] if mine is not None else entry.reason
+
+    def discard_unpublished(self) -> None:
+        """Forget the decisions of the last tick: the shell could not publish its events.
+
+        The runs it admitted or preempted are decided afresh by the next tick, and the
+        entitlement is published again. (Pool answers need no call: PoolBook resends them.)
+        """
+        tables: dict[str, dict[RunKey, Any]] = {
+            "admitted": self.provisional.admitted, "preempted": self.provisional.preempted,
+            "reasons": self.provisional.reasons}
+        for kind, key in self._batch:
+            tables[kind].pop(key, None)
+        self._batch = []
+        if self._batch_entitlement:
+            self._unpublished = True
+            self._batch_entitlement = False
+        self._local += 1
+        self._admitted_version = (-1, -1)
+
+    def _expire(self, now_ms: int) -> None:
+        """Drop provisional decisions that did not come back in time or were overtaken."""
+        ledger = self.ledger
+
+        def stale(key: RunKey, at: int) -> bool:
+            entry = ledger.entry(key[0], key[1])
+            return (now_ms - at >= self.confirm_timeout_ms or entry is None
+                    or entry.run != key[2])
+
+        prov = self.provisional
+        before = len(prov)
+        prov.admitted = {k: v for k, v in prov.admitted.items() if not stale(k, v[0])}
+        prov.preempted = {k: v for k, v in prov.preempted.items() if not stale(k, v)}
+        prov.reasons = {k: v for k, v in prov.reasons.items() if not stale(k, v[1])}
+        if len(prov) != before:
+            self._local += 1
+
+    @property
+    def _version(self) -> tuple[int, int]:
+        return (self.ledger.version, self._local)
 
     # ---- cycle ----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
+        self._now = now_ms
+        self._batch = []
+        self._batch_entitlement = False
         events: list[Event] = self.pools.unconfirmed(now_ms, self.resend_pool_facts_ms)
+        if self.provisional:
+            self._expire(now_ms)
         due = now_ms - self._cycle_at >= self.entitlement_cycle_ms
         reshaped = (self.pools.version != self._computed_tree
                     or self.ledger.hosts_version != self._computed_hosts)
-        changed = self.ledger.version != self._computed_version
+        changed = self._version != self._computed_version
         computed: list[Event] = []
         catch_up = self._unpublished and now_ms - self._published_at >= 1000
         if (due or reshaped or catch_up
@@ -139,14 +260,17 @@ class ResourceManager:
                 self._cycle_at = now_ms
                 computed += self._preempt(now_ms)
         events += computed
-        if self.ledger.version != self._admitted_version or computed:
+        if self._version != self._admitted_version or computed or now_ms >= self._wake_at:
             events += self._admit(now_ms)
-            self._admitted_version = self.ledger.version
+            self._admitted_version = self._version
         return events
 
+    def _resolve(self, pool: str) -> str:
+        resolved = self.tree.resolve(pool)
+        return resolved if resolved is not None else pool
+
     def _pool_of(self, entry: TaskEntry) -> str:
-        resolved = self.tree.resolve(entry.job.pool)
-        return resolved if resolved is not None else entry.job.pool
+        return self._resolve(entry.job.pool)
 
     def usage(
         self, skip: Callable[[TaskEntry], bool] | None = None
@@ -157,11 +281,12 @@ class ResourceManager:
         for entry in self.ledger.active():
             if skip is not None and skip(entry):
                 continue
+            holding = self.holding(entry)
             pool = self._pool_of(entry)
             slot = demand[pool]
-            idx = (0 if entry.pending else 1) + (2 if entry.job.revocable else 0)
+            idx = (1 if holding else 0) + (2 if entry.revocable else 0)
             slot[idx] = slot[idx] + entry.resources
-            if entry.holding:
+            if holding:
                 alloc[pool] = alloc[pool].plus(_gang_of_one(entry, pool))
         usage = {p: PoolUsage(d[0], d[1], d[2], d[3]) for p, d in demand.items()}
         return usage, dict(alloc)
@@ -173,7 +298,7 @@ class ResourceManager:
         changed = ents != self.entitlements
         self.entitlements = ents
         self._computed_at = now_ms
-        self._computed_version = self.ledger.version
+        self._computed_version = self._version
         self._computed_tree = self.pools.version
         self._computed_hosts = self.ledger.hosts_version
         self._unpublished = self._unpublished or changed
@@ -183,6 +308,7 @@ class ResourceManager:
         self.cycle += 1
         self._published_at = now_ms
         self._unpublished = False
+        self._batch_entitlement = True
         return [
             Event(
                 "EntitlementUpdated",
@@ -235,8 +361,8 @@ class ResourceManager:
     # ---- preemption -----------------------------------------------------------------
     def _going(self, entry: TaskEntry, now_ms: int) -> bool:
         """A run already chosen that the job manager is taking back (or still may)."""
-        at = entry.preempted_at
-        return at is not None and (entry.state in _GOING
+        at = self.preempted_at(entry)
+        return at is not None and (entry.state in ENDING
                                    or now_ms - at < self.preempt_ack_timeout_ms)
 
     def _preempt(self, now_ms: int) -> list[Event]:
@@ -246,15 +372,15 @@ class ResourceManager:
         views = admission_views(self.tree, self.entitlements, allocations)
         index: dict[str, TaskEntry] = {}
         tasks: list[TaskView] = []
-        for entry in self.ledger.active():
-            if (entry.holding and entry.state in VICTIM_STATES
-                    and not self._going(entry, now_ms)):
+        for key in sorted(self.ledger.holding):
+            entry = self.ledger.holding[key]
+            if entry.state in VICTIMS and not self._going(entry, now_ms):
                 index[entry.task_id] = entry
                 job = entry.job
                 tasks.append(TaskView(entry.task_id, self._pool_of(entry), entry.state,
                                       job.priority, entry.resources, job.preemptible,
-                                      job.revocable, entry.started_seq))
-        queues, _ = self._queues()
+                                      entry.revocable, entry.started_seq))
+        queues, _, _ = self._queues(now_ms)
         plan = plan_preemption(views, tasks, queues, self.preemption,
                                sustained_cycles=self.preemption_cycles,
                                in_pool=self.in_pool_preemption)
@@ -262,7 +388,7 @@ class ResourceManager:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for victim in plan.victims:
             entry = index[victim.task_id]
-            self.ledger.mark_preempted(entry.job.job_id, entry.instance, entry.run, now_ms)
+            self._decide("preempted", _key(entry), now_ms)
             by_pool[victim.pool].append({
                 "job_id": entry.job.job_id, "instance": entry.instance, "run": entry.run,
                 "reason": victim.reason[0], "detail": victim.reason[1]})
@@ -272,17 +398,28 @@ class ResourceManager:
             for chunk in _chunks(by_pool[pool])
         ]
 
+    def _decide(self, kind: str, key: RunKey, now_ms: int, value: Any = None) -> None:
+        prov = self.provisional
+        if kind == "admitted":
+            prov.admitted[key] = (now_ms, value)
+        elif kind == "preempted":
+            prov.preempted[key] = now_ms
+        else:
+            prov.reasons[key] = (value, now_ms)
+        self._batch.append((kind, key))
+        self._local += 1
+
     # ---- admission ------------------------------------------------------------------
     def _admit(self, now_ms: int) -> list[Event]:
         _, allocations = self.usage()
         views = admission_views(self.tree, self.entitlements, allocations)
-        queues, members = self._queues()
+        queues, members, waiting = self._queues(now_ms)
         result = admit(views, queues, self.admission)
         self.admission = result.state
         admitted: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for gang in result.admitted:
             for entry in members[gang.gang_id]:
-                self.ledger.mark_admitted(entry.job.job_id, entry.instance, entry.run)
+                self._decide("admitted", _key(entry), now_ms, entry.requeues)
                 admitted[gang.pool].append(
                     {"job_id": entry.job.job_id, "instance": entry.instance, "run": entry.run}
                 )
@@ -291,24 +428,41 @@ class ResourceManager:
             for pool in sorted(admitted)
             for chunk in _chunks(admitted[pool])
         ]
-        return events + self._deferred(now_ms, result.pending_reasons, members, queues)
+        reasons = {**result.pending_reasons, **{g: BACKOFF_REASON for g in waiting}}
+        pool_of_gang = {g.gang_id: pool for pool, gangs in queues.items() for g in gangs}
+        pool_of_gang.update(waiting)
+        return events + self._deferred(now_ms, reasons, members, pool_of_gang)
 
-    def _queues(self) -> tuple[dict[str, list[Gang]], dict[str, list[TaskEntry]]]:
+    def _pending(self) -> Iterator[TaskEntry]:
+        """Pending runs (with admissions the job manager left unused), in key order."""
+        pending, unused = self.ledger.pending, self.ledger.unused
+        for key in sorted(pending.keys() | unused.keys()):
+            entry = pending.get(key) or unused[key]
+            if not self.admitted(entry):
+                yield entry
+
+    def _queues(
+        self, now_ms: int
+    ) -> tuple[dict[str, list[Gang]], dict[str, list[TaskEntry]], dict[str, str]]:
+        """Pending gangs by pool, every gang's members, and the gangs (-> pool) waiting
+        out a retry backoff (not queued). Sets when the next backoff ends (`_wake_at`)."""
         members: dict[str, list[TaskEntry]] = defaultdict(list)
-        for entry in self.ledger.active():
-            if entry.pending:
-                job = entry.job
-                # a retried member restarts alone: the rest of its gang already runs
-                in_gang = (job.gang_size > 1 and entry.instance < job.gang_size
-                           and entry.run == 1)
-                gid = f"{job.job_id}/gang" if in_gang else entry.task_id
-                members[gid].append(entry)
+        for entry in self._pending():
+            gid = entry.job.spec.gang_id(entry.instance, entry.run) or entry.task_id
+            members[gid].append(entry)
         queues: dict[str, list[Gang]] = defaultdict(list)
+        waiting: dict[str, str] = {}
+        wake = _NEVER
         for gid in sorted(members):
             entries = members[gid]
             first = entries[0]
             job = first.job
             pool = self._pool_of(first)
+            backoff = max((e.not_before or 0) for e in entries)
+            if backoff > now_ms:
+                waiting[gid] = pool
+                wake = min(wake, backoff)
+                continue
             queues[pool].append(
                 Gang(
                     gang_id=gid,
@@ -318,26 +472,26 @@ class ResourceManager:
                     seq=job.seq * 1_000_000 + first.instance,
                     resources=sum((e.resources for e in entries), Resources()),
                     preemptible=job.preemptible or not self.preemption_enabled,
-                    revocable=job.revocable,
-                    min_members=job.gang_size if gid.endswith("/gang") else 1,
+                    revocable=first.revocable,
+                    controller=any(e.controller for e in entries),
+                    min_members=job.spec.gang_members(first.instance, first.run),
                 )
             )
-        return dict(queues), dict(members)
+        self._wake_at = wake
+        return dict(queues), dict(members), waiting
 
     def _deferred(
         self,
         now_ms: int,
         reasons: dict[str, str],
         members: dict[str, list[TaskEntry]],
-        queues: dict[str, list[Gang]],
+        pool_of_gang: dict[str, str],
     ) -> list[Event]:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        pool_of_gang = {g.gang_id: pool for pool, gangs in queues.items() for g in gangs}
         for gid in sorted(reasons):
             for entry in members.get(gid, []):
-                key = f"{entry.task_id}-{entry.run}"
-                if self._reasons.get(key) != reasons[gid]:
-                    self._reasons[key] = reasons[gid]
+                if self.reason(entry) != reasons[gid]:
+                    self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
                             "job_id": entry.job.job_id,
@@ -356,19 +510,80 @@ class ResourceManager:
         ent = self.entitlements.get(ROOT)
         return ent.entitlement if ent else Resources()
 
-    def snapshot(self) -> dict[str, Any]:
-        """The state a failover must preserve, as plain comparable data: the pool tree,
-        every task's run and standing, hosts, and the entitlements last computed."""
+    # ---- state ------------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        """The state every instance folding the same log agrees on, as comparable data:
+        the pool tree, every live run and its standing, jobs, hosts, entitlements."""
         return {
             "pools": {p: (parent, config_record(c))
                       for p, (parent, c) in sorted(self.pools.entries.items())},
-            "tasks": {f"{j}/{i}": (e.run, e.state, e.admitted, e.preempted_at, e.started_seq)
+            "tasks": {f"{j}/{i}": (e.run, e.state.value, self.holding(e),
+                                   self.preempted_at(e), e.started_seq)
                       for (j, i), e in sorted(self.ledger.tasks.items())},
             "jobs": sorted(self.ledger.jobs),
             "hosts": {h: (a, c.as_dict()) for h, (a, c) in sorted(self.ledger.hosts.items())},
             "entitlements": {p: (e.entitlement.as_dict(), e.slack_entitlement.as_dict())
                              for p, e in sorted(self.entitlements.items())},
         }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain JSON-able data (see the module doc)."""
+        prov = self.provisional
+        return {
+            "pools": self.pools.snapshot(),
+            "ledger": self.ledger.snapshot(),
+            "entitlements": [[p, *(r.as_dict() for r in (
+                e.entitlement, e.slack_entitlement, e.nonslack_entitlement, e.requirement))]
+                for p, e in sorted(self.entitlements.items())],
+            "admission": sorted(self.admission.blocked_cycles.items()),
+            "preemption": sorted(self.preemption.over_cycles.items()),
+            "provisional": {
+                "admitted": [[*k, at, rq] for k, (at, rq) in prov.admitted.items()],
+                "preempted": [[*k, at] for k, at in prov.preempted.items()],
+                "reasons": [[*k, r, at] for k, (r, at) in prov.reasons.items()],
+            },
+            "batch": [[kind, *key] for kind, key in self._batch],
+            "cadence": {
+                "cycle": self.cycle, "computed_at": self._computed_at,
+                "published_at": self._published_at, "cycle_at": self._cycle_at,
+                "unpublished": self._unpublished, "local": self._local,
+                "computed_version": list(self._computed_version),
+                "computed_tree": self._computed_tree, "computed_hosts": self._computed_hosts,
+                "admitted_version": list(self._admitted_version), "wake_at": self._wake_at,
+                "batch_entitlement": self._batch_entitlement, "now": self._now,
+            },
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Replace the state with `snapshot()` data (all or nothing); raises KeyError,
+        TypeError or ValueError on data it cannot read."""
+        pools = PoolBook.restore(data["pools"])
+        ledger = Ledger.restore(data["ledger"])
+        ents = {str(p): PoolEntitlement(*(Resources.from_mapping(r) for r in rs))
+                for p, *rs in data["entitlements"]}
+        admission = AdmissionState({str(g): int(n) for g, n in data["admission"]})
+        preemption = PreemptionState({str(p): int(n) for p, n in data["preemption"]})
+        raw = data["provisional"]
+        prov = Provisional(
+            {(str(j), int(i), int(r)): (int(at), int(rq)) for j, i, r, at, rq in raw["admitted"]},
+            {(str(j), int(i), int(r)): int(at) for j, i, r, at in raw["preempted"]},
+            {(str(j), int(i), int(r)): (str(reason), int(at))
+             for j, i, r, reason, at in raw["reasons"]})
+        batch = [(str(kind), (str(j), int(i), int(r))) for kind, j, i, r in data["batch"]]
+        c = data["cadence"]
+        cv, av = c["computed_version"], c["admitted_version"]
+        cadence = (int(c["cycle"]), int(c["computed_at"]), int(c["published_at"]),
+                   int(c["cycle_at"]), bool(c["unpublished"]), int(c["local"]),
+                   (int(cv[0]), int(cv[1])), int(c["computed_tree"]), int(c["computed_hosts"]),
+                   (int(av[0]), int(av[1])), int(c["wake_at"]), bool(c["batch_entitlement"]),
+                   int(c["now"]))
+        self.pools, self.ledger, self.entitlements = pools, ledger, ents
+        self.admission, self.preemption, self.provisional = admission, preemption, prov
+        self._batch = batch
+        (self.cycle, self._computed_at, self._published_at, self._cycle_at,
+         self._unpublished, self._local, self._computed_version, self._computed_tree,
+         self._computed_hosts, self._admitted_version, self._wake_at,
+         self._batch_entitlement, self._now) = cadence
 
 
 def _gang_of_one(entry: TaskEntry, pool: str) -> Gang:
@@ -380,7 +595,8 @@ def _gang_of_one(entry: TaskEntry, pool: str) -> Gang:
         0,
         entry.resources,
         preemptible=entry.job.preemptible,
-        revocable=entry.job.revocable,
+        revocable=entry.revocable,
+        controller=entry.controller,
     )
 
 

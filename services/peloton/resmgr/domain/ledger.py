@@ -1,101 +1,190 @@
-"""What the resource manager knows about tasks and capacity, folded from facts (pure).
+"""What the resource manager knows about jobs, runs and capacity, folded from facts (pure).
 
-Contract: `fold(type, body)` applies JobCreated, TaskStateChanged, TasksAdmitted,
-TasksPreempted and OfferReceived/HostLost; it is idempotent (absolute states, stale runs
-ignored), so every resmgr instance can fold the whole log and stand by hot. A task counts
-as *demand* while its current run is PENDING and not yet admitted, and as *allocation*
-from admission until its run ends. A run chosen for preemption carries `preempted_at`
-until the run ends.
+Contract of `fold(type, body)`: it applies JobCreated, JobStateChanged, TaskStateChanged
+(job-events), TasksAdmitted and AdmissionDeferred (tasks-admitted), TasksPreempted
+(respool-events) and OfferReceived/HostLost (offer-received). It is idempotent and does
+not care about the order *across* topics (Kafka orders a partition, not the cluster):
+- A fact about an older run than the task's current one is stale and ignored; a fact
+  about a newer run proves the older runs ended, so the task moves to the newer run.
+- TasksAdmitted or AdmissionDeferred of a run prove the run was PENDING: folded before
+  the TaskStateChanged that made it PENDING, they are applied as that stage.
+- A run *holds* allocation while its state is in `HOLDING`, or while it is PENDING with an
+  admission the job manager has not used up. The job manager may move a run that stayed
+  READY past a placement timeout back to PENDING (a *requeue*, `not_before_ms` on the
+  change); the resource manager then admits the same run again. So a run counts the
+  admissions folded (by their `at`, so a redelivery is not counted twice) and the requeues
+  (each uses up one admission): it is admitted while admissions > requeues. A
+  TasksAdmitted folded after the requeue that used it up is therefore not counted again,
+  whatever the order of the two topics. (A second decision about the same PENDING stage,
+  e.g. re-decided after its fact was late, counts as an admission the job manager never
+  uses; the resource manager stops trusting an admission that was not used within its
+  `unused_admission_ms`, see cycle.py.)
+- TasksPreempted marks the run (`preempted_at`) until the run ends or is requeued.
+- Facts about a job whose JobCreated has not been folded yet are held (`orphans`) and
+  applied when it arrives; held facts expire after `retention_ms` of event time.
+- Demand is every PENDING run without an admission; allocation every run that holds.
 
-Orders come from event times, not from the order records were folded in (jobs' FIFO
-`seq` is JobCreated's `at`; `started_seq` is the `at` of the change that started the run),
-so two instances that folded the same records from several partitions in different
-interleavings hold the same ledger (ties are broken by ids where the order is used).
+Bounded state (`retention_ms`, event time: the largest `at` folded): a run leaves the
+ledger when it ends (a terminal TaskStateChanged, or a newer run); per job only the last
+ended run number of each instance is kept (to recognise stale facts). A job leaves the
+ledger when its JobStateChanged reaches a terminal job state; its id is kept as a
+tombstone for `retention_ms`, so late or redelivered facts of the job (TasksAdmitted read
+after the end, a repeated JobCreated) do not resurrect it. A fact of a forgotten job that
+arrives more than `retention_ms` after its end is held as an orphan and expires after
+`retention_ms` again; it cannot resurrect the job unless its JobCreated is redelivered too.
+So memory is O(live jobs and their instances + jobs ended within the window).
+
+Indexes maintained on fold: `pending` (demand) and `holding` (allocation), by task key;
+`active()` iterates them, never every task ever seen.
+
+Orders come from event times, not from the order records were folded in (a job's FIFO
+`seq` is JobCreated's `at`; `started_seq` is the `at` of the change that started the run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from peloton.model.resources import Resources
+from peloton.model.spec import JobSpec
+from peloton.model.taskstate import HOLDING, ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
 
-__all__ = ["Ledger", "TaskEntry", "JobInfo"]
+__all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS"]
 
-_HOLDING = {
-    "READY",
-    "PLACING",
-    "PLACED",
-    "LAUNCHING",
-    "LAUNCHED",
-    "STARTING",
-    "RUNNING",
-    "PREEMPTING",
-    "KILLING",
-}
-_RUNNING_ORDER = {"LAUNCHING", "LAUNCHED", "STARTING", "RUNNING"}
+S = TaskState
+TaskKey = tuple[str, int]
+#: States whose first change marks when a run started (for "most recently started").
+_STARTED = ON_HOST - {S.KILLING, S.PREEMPTING}
+_UNSTARTED = frozenset({S.INITIALIZED, S.PENDING})
+DEFAULT_RETENTION_MS = 600_000
+_SWEEP_MS = 1_000
+_RUN_FACTS = ("TasksAdmitted", "TasksPreempted", "AdmissionDeferred")
 
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    job_id: str
-    pool: str
-    priority: int
-    preemptible: bool
-    revocable: bool
-    gang_size: int
-    seq: int
-    spec: dict[str, Any]
+    """A job as the resource manager needs it: its spec, decoded once from JobCreated."""
+
+    spec: JobSpec
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    @property
+    def pool(self) -> str:
+        return self.spec.respool
+
+    @property
+    def priority(self) -> int:
+        return self.spec.priority
+
+    @property
+    def preemptible(self) -> bool:
+        return self.spec.preemptible
+
+    @property
+    def revocable(self) -> bool:
+        return self.spec.revocable
+
+    @property
+    def seq(self) -> int:
+        """FIFO order among jobs of one priority: JobCreated's event time."""
+        return self.spec.at
 
     def resources(self, instance: int) -> Resources:
-        spec = self.spec["instance_tasks"].get(str(instance), self.spec["default_task"])
-        return Resources.from_mapping(spec["resources"])
+        return self.spec.task(instance).resources
+
+    def task_revocable(self, instance: int) -> bool:
+        """Revocable job, or a revocable task of a job (TaskSpec `revocable`)."""
+        return self.spec.revocable or self.spec.task(instance).revocable
+
+    def task_controller(self, instance: int) -> bool:
+        return self.spec.task(instance).controller
 
 
 @dataclass(slots=True)
 class TaskEntry:
+    """The current run of one task (ended runs are not kept)."""
+
     job: JobInfo
     instance: int
     resources: Resources
     run: int = 1
-    state: str = "INITIALIZED"
-    admitted: bool = False
+    state: TaskState = S.INITIALIZED
+    admissions: set[int] = field(default_factory=set)  # `at` of each TasksAdmitted
+    requeues: int = 0  # admissions used up by requeues (see the module doc)
     started_seq: int = 0
     preempted_at: int | None = None
+    not_before: int | None = None  # the job manager's backoff (not_before_ms)
+    reason: str | None = None  # the last AdmissionDeferred reason of this run
+    revocable: bool = False
+    controller: bool = False
 
     @property
     def task_id(self) -> str:
         return f"{self.job.job_id}-{self.instance}"
 
     @property
+    def key(self) -> TaskKey:
+        return (self.job.job_id, self.instance)
+
+    @property
+    def admitted(self) -> bool:
+        """Admitted and not yet READY (an admission the job manager has not used up)."""
+        return self.state in _UNSTARTED and len(self.admissions) > self.requeues
+
+    @property
     def holding(self) -> bool:
-        return self.admitted or self.state in _HOLDING
+        return self.state in HOLDING or self.admitted
 
     @property
     def pending(self) -> bool:
-        return self.state == "PENDING" and not self.admitted
+        return self.state == S.PENDING and not self.admitted
 
 
 class Ledger:
-    def __init__(self) -> None:
+    def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+        self.retention_ms = retention_ms
         self.jobs: dict[str, JobInfo] = {}
-        self.tasks: dict[tuple[str, int], TaskEntry] = {}
+        self.tasks: dict[TaskKey, TaskEntry] = {}  # live runs only
+        self.ended: dict[str, dict[int, int]] = {}  # job -> instance -> last ended run
+        self.live: dict[str, set[int]] = {}  # job -> instances with a live run
+        self.pending: dict[TaskKey, TaskEntry] = {}
+        self.holding: dict[TaskKey, TaskEntry] = {}
+        self.unused: dict[TaskKey, TaskEntry] = {}  # admitted, not READY yet (in holding)
+        self.forgotten: dict[str, int] = {}  # finished job -> when (event time)
+        self.orphans: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
         self.hosts: dict[str, tuple[bool, Resources]] = {}
         self.version = 0  # bumps on every change that may alter demand or capacity
         self.hosts_version = 0  # bumps on every change of capacity
+        self.clock = 0  # the largest event time folded
+        self.swept_at = 0
 
+    # ---- fold -----------------------------------------------------------------------
     def fold(self, etype: str, body: dict[str, Any]) -> None:
+        at = body.get("at")
+        if isinstance(at, int) and at > self.clock:
+            self.clock = at
+            if at - self.swept_at >= _SWEEP_MS:
+                self._sweep()
         if etype == "JobCreated":
             self._job_created(body)
+        elif etype == "JobStateChanged":
+            if body["state"] in TERMINAL_JOB:
+                self._forget(body["job_id"], body["at"])
         elif etype == "TaskStateChanged":
-            self._task_states(body)
-        elif etype == "TasksAdmitted":
+            job = self._job_or_hold(body["job_id"], etype, body)
+            if job is not None:
+                for ch in body["changes"]:
+                    self._change(job, ch, body["at"])
+        elif etype in _RUN_FACTS:
             for t in body["tasks"]:
-                self.mark_admitted(t["job_id"], t["instance"], t["run"])
-        elif etype == "TasksPreempted":
-            for t in body["tasks"]:
-                self.mark_preempted(t["job_id"], t["instance"], t["run"], body["at"])
+                job = self._job_or_hold(t["job_id"], etype, {**body, "tasks": [t]})
+                if job is not None:
+                    self._run_fact(etype, job, t, body["at"])
         elif etype == "OfferReceived":
             for offer in body["offers"]:
                 entry = (offer["available"], Resources.from_mapping(offer["capacity"]))
@@ -110,58 +199,138 @@ class Ledger:
                 self.version += 1
                 self.hosts_version += 1
 
+    def _job_or_hold(self, job_id: str, etype: str, body: dict[str, Any]) -> JobInfo | None:
+        """The job, or None: the fact is stale (job forgotten) or held until JobCreated."""
+        job = self.jobs.get(job_id)
+        if job is None and job_id not in self.forgotten:
+            first, held = self.orphans.setdefault(job_id, (self.clock, []))
+            held.append((etype, body))
+        return job
+
     def _job_created(self, body: dict[str, Any]) -> None:
-        if body["job_id"] in self.jobs:
+        job_id = body["job_id"]
+        if job_id in self.jobs or job_id in self.forgotten:
             return
-        job = JobInfo(
-            body["job_id"],
-            body["respool"],
-            body["priority"],
-            body["preemptible"],
-            body["revocable"],
-            body["gang_size"],
-            body["at"],
-            body,
-        )
-        self.jobs[job.job_id] = job
-        for i in range(body["instance_count"]):
-            self.tasks[(job.job_id, i)] = TaskEntry(job, i, job.resources(i))
+        self.jobs[job_id] = JobInfo(JobSpec.from_body(body))
+        self.ended[job_id] = {}
+        self.live[job_id] = set()
+        _, held = self.orphans.pop(job_id, (0, []))
+        for etype, fact in held:
+            self.fold(etype, fact)
 
-    def _task_states(self, body: dict[str, Any]) -> None:
-        for ch in body["changes"]:
-            entry = self.tasks.get((body["job_id"], ch["instance"]))
-            if entry is None or ch["run"] < entry.run:
-                continue
-            if ch["run"] > entry.run:
-                entry.run, entry.admitted, entry.preempted_at = ch["run"], False, None
-                entry.started_seq = 0
-            if entry.state == ch["state"]:
-                continue
-            entry.state = ch["state"]
-            # `admitted` bridges admission and the job manager's READY; after any change
-            # the state itself says whether the run holds (so the flag no longer depends
-            # on which of the two facts was folded first)
-            entry.admitted = False
-            if entry.state in _RUNNING_ORDER and not entry.started_seq:
-                entry.started_seq = body["at"]
-            if entry.state not in _HOLDING:
-                entry.preempted_at = None
+    def _forget(self, job_id: str, at: int) -> None:
+        self.orphans.pop(job_id, None)
+        if job_id in self.forgotten:
+            return
+        self.forgotten[job_id] = at
+        self.jobs.pop(job_id, None)
+        self.ended.pop(job_id, None)
+        for instance in self.live.pop(job_id, set()):
+            self._drop(self.tasks.pop((job_id, instance)))
+
+    def _entry(self, job: JobInfo, instance: int, run: int) -> TaskEntry | None:
+        """The entry of this run (moving the task to it if newer), None when stale."""
+        ended = self.ended[job.job_id]
+        if run <= ended.get(instance, 0):
+            return None
+        key = (job.job_id, instance)
+        entry = self.tasks.get(key)
+        if entry is not None and run < entry.run:
+            return None
+        if entry is None or run > entry.run:
+            if entry is not None:  # a newer run proves the older one ended
+                self._drop(entry)
+                ended[instance] = run - 1
+            entry = TaskEntry(job, instance, job.resources(instance), run,
+                              revocable=job.task_revocable(instance),
+                              controller=job.task_controller(instance))
+            self.tasks[key] = entry
+            self.live[job.job_id].add(instance)
+        return entry
+
+    def _change(self, job: JobInfo, ch: dict[str, Any], at: int) -> None:
+        state = TaskState(ch["state"])
+        entry = self._entry(job, ch["instance"], ch["run"])
+        if entry is None:
+            return
+        if state in TERMINAL:
+            self.tasks.pop(entry.key)
+            self.live[job.job_id].discard(entry.instance)
+            self._drop(entry)
+            self.ended[job.job_id][entry.instance] = entry.run
             self.version += 1
+            return
+        old = (entry.state, entry.not_before, entry.holding, entry.pending)
+        if state == S.PENDING:
+            if entry.state != S.PENDING and ch.get("previous_state") in HOLDING:
+                # a requeue uses up one admission (the one that made the run READY)
+                entry.requeues += 1
+                entry.preempted_at = None
+                entry.reason = None
+            entry.not_before = ch.get("not_before_ms")
+        else:
+            entry.not_before = None
+        entry.state = state
+        if state in _STARTED and not entry.started_seq:
+            entry.started_seq = at
+        if (entry.state, entry.not_before, entry.holding, entry.pending) != old:
+            self.version += 1
+        self._index(entry)
 
-    def mark_admitted(self, job_id: str, instance: int, run: int) -> None:
-        entry = self.tasks.get((job_id, instance))
-        if entry is not None and entry.run == run and entry.state in ("PENDING", "INITIALIZED"):
-            if not entry.admitted:
-                entry.admitted = True
+    def _run_fact(self, etype: str, job: JobInfo, t: dict[str, Any], at: int) -> None:
+        entry = self._entry(job, t["instance"], t["run"])
+        if entry is None:
+            return
+        if entry.state == S.INITIALIZED:  # the fact proves the run was PENDING
+            entry.state = S.PENDING
+            self.version += 1
+        if etype == "TasksAdmitted":
+            if at not in entry.admissions:
+                entry.admissions.add(at)
                 self.version += 1
-
-    def mark_preempted(self, job_id: str, instance: int, run: int, at: int) -> None:
-        entry = self.tasks.get((job_id, instance))
-        if entry is not None and entry.run == run and entry.holding:
+        elif etype == "TasksPreempted":
             if entry.preempted_at is None:
                 entry.preempted_at = at
                 self.version += 1
+        elif entry.pending:  # AdmissionDeferred: what was said, so it is not repeated
+            entry.reason = t["reason"]
+        self._index(entry)
 
+    def _index(self, entry: TaskEntry) -> None:
+        key = entry.key
+        if entry.pending:
+            self.pending[key] = entry
+        else:
+            self.pending.pop(key, None)
+            entry.reason = None
+        if entry.holding:
+            self.holding[key] = entry
+        else:
+            self.holding.pop(key, None)
+        if entry.admitted:
+            self.unused[key] = entry
+        else:
+            self.unused.pop(key, None)
+
+    def _drop(self, entry: TaskEntry) -> None:
+        self.pending.pop(entry.key, None)
+        self.holding.pop(entry.key, None)
+        self.unused.pop(entry.key, None)
+        self.version += 1
+
+    def _sweep(self) -> None:
+        """Expire tombstones and held facts older than the retention window."""
+        self.swept_at = self.clock
+        horizon = self.clock - self.retention_ms
+        for job_id, at in list(self.forgotten.items()):
+            if at >= horizon:
+                break  # roughly in time order: the rest goes at a later sweep
+            del self.forgotten[job_id]
+        for job_id, (first, _) in list(self.orphans.items()):
+            if first < horizon:
+                del self.orphans[job_id]
+
+    # ---- queries --------------------------------------------------------------------
     def capacity(self) -> Resources:
         total = Resources()
         for available, cap in self.hosts.values():
@@ -170,8 +339,68 @@ class Ledger:
         return total
 
     def active(self) -> Iterator[TaskEntry]:
-        """Tasks that are pending or hold allocation, in a stable order."""
-        for key in sorted(self.tasks):
-            entry = self.tasks[key]
-            if entry.pending or entry.holding:
-                yield entry
+        """Runs that are pending or hold allocation, in a stable (task key) order."""
+        for key in sorted(self.pending.keys() | self.holding.keys()):
+            yield self.pending.get(key) or self.holding[key]
+
+    def entry(self, job_id: str, instance: int) -> TaskEntry | None:
+        return self.tasks.get((job_id, instance))
+
+    def size(self) -> dict[str, int]:
+        """How much the ledger holds (for the bounded-state tests and metrics)."""
+        return {"jobs": len(self.jobs), "tasks": len(self.tasks),
+                "ended": sum(len(e) for e in self.ended.values()),
+                "forgotten": len(self.forgotten),
+                "orphans": sum(len(h) for _, h in self.orphans.values()),
+                "hosts": len(self.hosts)}
+
+    # ---- snapshot -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The ledger as plain JSON-able data (see `restore`)."""
+        return {
+            "retention_ms": self.retention_ms,
+            "jobs": [self.jobs[j].spec.to_body() for j in sorted(self.jobs)],
+            "tasks": [[e.job.job_id, e.instance, e.run, e.state.value, sorted(e.admissions),
+                       e.requeues, e.started_seq, e.preempted_at, e.not_before, e.reason]
+                      for _, e in sorted(self.tasks.items())],
+            "ended": {j: {str(i): r for i, r in sorted(e.items())}
+                      for j, e in sorted(self.ended.items())},
+            "forgotten": [[j, at] for j, at in self.forgotten.items()],
+            "orphans": [[j, first, [[t, b] for t, b in held]]
+                        for j, (first, held) in self.orphans.items()],
+            "hosts": [[h, a, c.as_dict()] for h, (a, c) in sorted(self.hosts.items())],
+            "version": self.version, "hosts_version": self.hosts_version,
+            "clock": self.clock, "swept_at": self.swept_at,
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any]) -> Ledger:
+        """A ledger from `snapshot()` data; KeyError/TypeError/ValueError on bad data."""
+        ledger = cls(int(data["retention_ms"]))
+        for body in data["jobs"]:
+            job = JobInfo(JobSpec.from_body(body))
+            ledger.jobs[job.job_id] = job
+            ledger.ended[job.job_id] = {int(i): int(r)
+                                        for i, r in data["ended"][job.job_id].items()}
+            ledger.live[job.job_id] = set()
+        for (job_id, instance, run, state, admissions, requeues, started, preempted,
+             not_before, reason) in data["tasks"]:
+            job = ledger.jobs[job_id]
+            entry = TaskEntry(job, int(instance), job.resources(instance), int(run),
+                              TaskState(state), {int(a) for a in admissions}, int(requeues),
+                              int(started), preempted, not_before, reason,
+                              job.task_revocable(instance), job.task_controller(instance))
+            ledger.tasks[entry.key] = entry
+            ledger.live[job_id].add(entry.instance)
+            ledger._index(entry)
+            entry.reason = reason
+        ledger.forgotten = {str(j): int(at) for j, at in data["forgotten"]}
+        ledger.orphans = {str(j): (int(first), [(str(t), dict(b)) for t, b in held])
+                          for j, first, held in data["orphans"]}
+        ledger.hosts = {str(h): (bool(a), Resources.from_mapping(c))
+                        for h, a, c in data["hosts"]}
+        ledger.version = int(data["version"])
+        ledger.hosts_version = int(data["hosts_version"])
+        ledger.clock = int(data["clock"])
+        ledger.swept_at = int(data["swept_at"])
+        return ledger

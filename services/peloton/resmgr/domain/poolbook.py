@@ -229,6 +229,34 @@ class PoolBook:
                 out.append(spec.event)
         return out
 
+    # ---- snapshot -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The book as plain JSON-able data: folded pools, applied request ids, and this
+        instance's speculated decisions (they expire by being resent, see the module doc)."""
+        return {
+            "entries": [[path, parent, config_record(config)]
+                        for path, (parent, config) in sorted(self.entries.items())],
+            "applied": sorted(self.applied),
+            "version": self.version,
+            "speculation": [[s.request_id, s.event.type, s.event.key, s.event.body,
+                             s.decided_at] for s in self._speculation.values()],
+            "resent": dict(self._resent),
+        }
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any]) -> PoolBook:
+        """A book from `snapshot()` data; KeyError/TypeError/ValueError on bad data."""
+        book = cls()
+        book.entries = {str(path): (str(parent), config_from_record(rec))
+                        for path, parent, rec in data["entries"]}
+        book.applied = {str(r) for r in data["applied"]}
+        book.version = int(data["version"])
+        book._speculation = {
+            str(rid): _Speculation(str(rid), Event(str(t), str(k), dict(body)), int(at))
+            for rid, t, k, body, at in data["speculation"]}
+        book._resent = {str(r): int(at) for r, at in data["resent"].items()}
+        return book
+
     def _speculate(self, event: Event, now_ms: int) -> Event:
         rid = event.body["request_id"]
         self._speculation[rid] = _Speculation(rid, event, now_ms)

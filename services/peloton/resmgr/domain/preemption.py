@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from peloton.model.resources import EPSILON, KINDS, Resources
+from peloton.model.taskstate import TaskState
 
 from .admission import Gang, PoolAdmissionView, format_shortfall, gang_order
 
@@ -50,15 +51,16 @@ __all__ = [
 POOL_OVER_ENTITLEMENT = "POOL_OVER_ENTITLEMENT"
 HIGHER_PRIORITY_IN_POOL = "HIGHER_PRIORITY_IN_POOL"
 
-#: Task states that hold allocation, cheapest to take back first. Others are never victims.
+#: Task states that hold allocation, cheapest to take back first. Others are never victims
+#: (the resource manager offers only `taskstate.VICTIMS`).
 STATE_RANK: Mapping[str, int] = {
-    "READY": 0,
-    "PLACING": 1,
-    "PLACED": 2,
-    "LAUNCHING": 3,
-    "LAUNCHED": 3,
-    "STARTING": 4,
-    "RUNNING": 4,
+    TaskState.READY: 0,
+    TaskState.PLACING: 1,
+    TaskState.PLACED: 2,
+    TaskState.LAUNCHING: 3,
+    TaskState.LAUNCHED: 3,
+    TaskState.STARTING: 4,
+    TaskState.RUNNING: 4,
 }
 
 

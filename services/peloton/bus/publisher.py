@@ -1,0 +1,71 @@
+"""The producer a shell writes with: every send is awaited until the broker has it.
+
+`publish(events)` encodes every event first (a body that does not match its schema raises
+`EncodeError` before anything is sent), then sends them in order with the key the catalog
+declares (`peloton.bus.keys`) and returns when every record is delivered, with the
+(topic, partition, offset) of each. A delivery failure raises `PublishError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from peloton.bus.catalog import topic_for_event
+from peloton.bus.codec import Codec
+from peloton.bus.devbroker import producer_settings
+from peloton.bus.keys import record_key
+from peloton.model.event import Event
+
+__all__ = ["Publisher", "PublishError", "Delivered"]
+
+Delivered = tuple[str, int, int]
+
+
+class PublishError(RuntimeError):
+    """The broker did not take a record (the events may be partly in the log)."""
+
+
+class Publisher:
+    def __init__(self, bootstrap: str, codec: Codec) -> None:
+        self.bootstrap = bootstrap
+        self.codec = codec
+        self._producer: AIOKafkaProducer | None = None
+
+    async def start(self) -> None:
+        if self._producer is None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap, linger_ms=2, max_request_size=16 << 20,
+                **producer_settings())  # type: ignore[arg-type]
+            await producer.start()
+            self._producer = producer
+
+    async def stop(self) -> None:
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await producer.stop()
+
+    async def publish(self, events: Sequence[Event]) -> list[Delivered]:
+        records = [(topic_for_event(ev.type).name, record_key(ev.type, ev.body),
+                    self.codec.encode(ev.type, ev.body)) for ev in events]
+        return await self.send_all(records)
+
+    async def send_all(self, records: Sequence[tuple[str, bytes, bytes]]) -> list[Delivered]:
+        """Send raw (topic, key, value) records in order; return once all are delivered."""
+        await self.start()
+        assert self._producer is not None
+        try:
+            futures: list[Any] = [await self._producer.send(t, value=v, key=k)
+                                  for t, k, v in records]
+            metas = await asyncio.gather(*futures)
+        except KafkaError as exc:
+            raise PublishError(f"{type(exc).__name__}: {exc}") from exc
+        return [(m.topic, m.partition, m.offset) for m in metas]
+
+    async def flush(self) -> None:
+        if self._producer is not None:
+            await self._producer.flush()

@@ -1,0 +1,220 @@
+"""Core snapshots on a per-service topic: chunks, then a manifest naming them.
+
+A snapshot is a header (format version, service, the core's `snapshot_version`, the log
+positions it covers, created_at, id) plus the core's `snapshot()` as zlib-compressed JSON,
+cut into chunks below the broker's message size limit (Kafka: 1 MB by default). The chunks
+are written first; once all are delivered, a manifest record with the header, the chunks'
+offsets and a sha256 of the whole is written. A snapshot exists only once its manifest is
+in the log, so a writer that dies half-way leaves no half snapshot.
+
+Reading: from the log end backwards (the dev broker's log end comes from
+`peloton.bus.devbroker.log_end_offsets`), the newest manifests are tried in turn; the first
+whose chunks are all there, intact, of our format, service and core version is used.
+Anything else is a `SnapshotUnreadable` reason for the caller's warning (the caller then
+replays the whole log). Records: `MAGIC kind header-json \\n payload`, kind C or M.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from peloton.bus.devbroker import consumer_settings, log_end_offsets
+from peloton.bus.publisher import Publisher
+from peloton.bus.replay import Positions
+
+__all__ = ["FORMAT", "CHUNK_BYTES", "SnapshotHeader", "Snapshot", "SnapshotUnreadable",
+           "encode_state", "state_json", "compress", "decode_state", "write_snapshot",
+           "read_newest"]
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+CHUNK_BYTES = 512 * 1024  # well below Kafka's 1 MB default message.max.bytes
+MAGIC = b"PLSN"
+_WINDOW = 64  # records read per step backwards from the log end
+_TRIES = 3  # manifests tried before giving up
+
+
+class SnapshotUnreadable(ValueError):
+    """No snapshot we can use (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHeader:
+    format: int
+    service: str
+    core_version: int
+    positions: Positions
+    created_at: int
+    snapshot_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": self.format, "service": self.service,
+                "core_version": self.core_version, "created_at": self.created_at,
+                "snapshot_id": self.snapshot_id,
+                "positions": [[t, p, o] for (t, p), o in sorted(self.positions.items())]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SnapshotHeader:
+        return cls(int(data["format"]), str(data["service"]), int(data["core_version"]),
+                   {(str(t), int(p)): int(o) for t, p, o in data["positions"]},
+                   int(data["created_at"]), str(data["snapshot_id"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    header: SnapshotHeader
+    blob: bytes  # the compressed JSON state (decode_state reads it)
+
+
+def state_json(state: dict[str, Any]) -> bytes:
+    """The state as JSON (taken while the core is locked: the state may share its data)."""
+    return json.dumps(state, separators=(",", ":")).encode()
+
+
+def compress(text: bytes) -> bytes:
+    return zlib.compress(text, 1)
+
+
+def encode_state(state: dict[str, Any]) -> bytes:
+    return compress(state_json(state))
+
+
+def decode_state(blob: bytes) -> dict[str, Any]:
+    try:
+        state = json.loads(zlib.decompress(blob))
+    except (zlib.error, ValueError) as exc:
+        raise SnapshotUnreadable(f"state is not compressed JSON ({exc})") from exc
+    if not isinstance(state, dict):
+        raise SnapshotUnreadable("state is not a JSON object")
+    return state
+
+
+def _record(kind: bytes, header: dict[str, Any], payload: bytes = b"") -> bytes:
+    return MAGIC + kind + json.dumps(header, separators=(",", ":")).encode() + b"\n" + payload
+
+
+def _parse(value: bytes | None) -> tuple[bytes, dict[str, Any], bytes]:
+    if not value or value[:4] != MAGIC or value[4:5] not in (b"C", b"M"):
+        raise SnapshotUnreadable("not a snapshot record")
+    head, _, payload = value[5:].partition(b"\n")
+    try:
+        header = json.loads(head)
+    except ValueError as exc:
+        raise SnapshotUnreadable(f"bad record header ({exc})") from exc
+    return value[4:5], header, payload
+
+
+async def write_snapshot(publisher: Publisher, topic: str, header: SnapshotHeader,
+                         blob: bytes) -> int:
+    """Write chunks, then the manifest; return the manifest's offset."""
+    chunks = [blob[i:i + CHUNK_BYTES] for i in range(0, len(blob), CHUNK_BYTES)] or [b""]
+    sid = header.snapshot_id
+    delivered = await publisher.send_all(
+        [(topic, f"chunk-{i}".encode(), _record(b"C", {"id": sid, "index": i}, c))
+         for i, c in enumerate(chunks)])
+    manifest = header.to_json() | {"chunks": [off for _, _, off in delivered],
+                                   "size": len(blob),
+                                   "sha256": hashlib.sha256(blob).hexdigest()}
+    [(_, _, offset)] = await publisher.send_all([(topic, b"manifest",
+                                                  _record(b"M", manifest))])
+    return offset
+
+
+async def read_newest(bootstrap: str, topic: str, service: str, core_version: int) -> Snapshot:
+    """The newest usable snapshot on `topic`; raises SnapshotUnreadable with the reasons."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                max_partition_fetch_bytes=8 << 20,
+                                **consumer_settings())  # type: ignore[arg-type]
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        if not consumer.partitions_for_topic(topic):
+            raise SnapshotUnreadable(f"no topic {topic}")
+        consumer.assign([tp])
+        end = (await log_end_offsets(consumer, [tp]))[tp]
+        reasons: list[str] = []
+        async for offset, manifest in _manifests_backwards(consumer, tp, end):
+            try:
+                return await _load(consumer, tp, manifest, service, core_version)
+            except SnapshotUnreadable as exc:
+                reasons.append(f"@{offset}: {exc}")
+                if len(reasons) >= _TRIES:
+                    break
+        raise SnapshotUnreadable("; ".join(reasons) or f"no snapshot in {topic}")
+    finally:
+        await consumer.stop()
+
+
+async def _read_range(consumer: AIOKafkaConsumer, tp: TopicPartition, first: int,
+                      end: int) -> dict[int, bytes | None]:
+    """Records with offsets in [first, end)."""
+    out: dict[int, bytes | None] = {}
+    consumer.seek(tp, first)
+    position = first
+    while position < end:
+        batch = await consumer.getmany(tp, timeout_ms=1000, max_records=_WINDOW)
+        records = batch.get(tp, [])
+        if not records:
+            break  # compacted or deleted away: the caller sees what is missing
+        for rec in records:
+            if rec.offset >= end:
+                return out
+            out[rec.offset] = rec.value
+            position = rec.offset + 1
+    return out
+
+
+async def _manifests_backwards(consumer: AIOKafkaConsumer, tp: TopicPartition,
+                               end: int) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    while end > 0:
+        first = max(0, end - _WINDOW)
+        window = await _read_range(consumer, tp, first, end)
+        for offset in sorted(window, reverse=True):
+            try:
+                kind, header, _ = _parse(window[offset])
+            except SnapshotUnreadable:
+                continue
+            if kind == b"M":
+                yield offset, header
+        end = first
+
+
+async def _load(consumer: AIOKafkaConsumer, tp: TopicPartition, manifest: dict[str, Any],
+                service: str, core_version: int) -> Snapshot:
+    try:
+        header = SnapshotHeader.from_json(manifest)
+        chunks = [int(o) for o in manifest["chunks"]]
+        digest = str(manifest["sha256"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SnapshotUnreadable(f"bad manifest ({exc!r})") from exc
+    if header.format != FORMAT:
+        raise SnapshotUnreadable(f"snapshot format {header.format}, this build reads {FORMAT}")
+    if header.service != service:
+        raise SnapshotUnreadable(f"snapshot of {header.service}, not {service}")
+    if header.core_version != core_version:
+        raise SnapshotUnreadable(
+            f"core snapshot version {header.core_version}, this core is {core_version}")
+    if not chunks:
+        raise SnapshotUnreadable("manifest names no chunks")
+    found = await _read_range(consumer, tp, min(chunks), max(chunks) + 1)
+    parts: list[bytes] = []
+    for index, offset in enumerate(chunks):
+        if offset not in found:
+            raise SnapshotUnreadable(f"chunk {index} at {offset} is gone")
+        kind, head, payload = _parse(found[offset])
+        if kind != b"C" or head.get("id") != header.snapshot_id or head.get("index") != index:
+            raise SnapshotUnreadable(f"record at {offset} is not chunk {index}")
+        parts.append(payload)
+    blob = b"".join(parts)
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise SnapshotUnreadable("checksum mismatch")
+    return Snapshot(header, blob)

@@ -1,0 +1,110 @@
+"""Order-independent judgement of facts about a run (pure).
+
+Kafka orders a partition, not the cluster: the job manager reads admissions, placements,
+rejections, launch requests and agent reports from five topics, so facts about one run
+arrive in any order. The rule, by `model.taskstate.STAGE`:
+- a fact about another run than the task's current one is ignored (older runs ended;
+  newer ones do not exist before the job manager starts them);
+- a fact proving a LATER stage than the run's state moves the run there at once (the
+  stages in between happened; their records are late): `moves_forward`;
+- a fact about the same or an EARLIER stage is stale (or a duplicate) and is ignored;
+- the one backward fact, a placement rejection, applies only to the placement the run
+  holds (same host, same round). A rejection read before that placement is HELD
+  (`HeldRejections`) and cancels the placement when it arrives, so neither order loses
+  it. Held rejections are not in the job manager's log: snapshots carry them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peloton.jobmgr.domain.records import Pending
+from peloton.jobmgr.domain.states import can_transition
+from peloton.model.taskstate import STAGE, TERMINAL, TaskState
+
+__all__ = ["moves_forward", "RejectionVerdict", "judge_rejection", "HeldRejections"]
+
+S = TaskState
+
+
+def moves_forward(current: Pending, run: int, target: TaskState) -> bool:
+    """True when a fact that `run` reached `target` moves the task's run forward."""
+    if run != current.run or current.state in TERMINAL or target == current.state:
+        return False
+    return STAGE[target] > STAGE[current.state] and can_transition(current.state, target)
+
+
+class RejectionVerdict:
+    APPLY = "apply"  # the rejection is for the placement the run holds: back to READY
+    HOLD = "hold"  # the run's placement has not been read yet: keep the rejection
+    STALE = "stale"  # another run, another placement, or the run is past placement
+
+
+def same_round(a: int, b: int) -> bool:
+    return a == b or a < 0 or b < 0  # -1: a v1 record that did not name its round
+
+
+def judge_rejection(current: Pending, run: int, host: str, round_: int) -> str:
+    if run != current.run or current.state in TERMINAL:
+        return RejectionVerdict.STALE
+    if current.state == S.PLACED:
+        if current.host == host and same_round(current.round, round_):
+            return RejectionVerdict.APPLY
+        return RejectionVerdict.STALE
+    if STAGE[current.state] < STAGE[S.PLACED]:
+        return RejectionVerdict.HOLD
+    return RejectionVerdict.STALE
+
+
+Key = tuple[str, int]
+Held = tuple[int, int, str]  # run, round, host
+
+
+class HeldRejections:
+    """Rejections read before the placement they reject, per task (bounded: entries of a
+    task go when its run changes, and all of a job's when the job leaves the book)."""
+
+    def __init__(self) -> None:
+        self._held: dict[Key, set[Held]] = {}
+
+    def hold(self, job_id: str, instance: int, run: int, round_: int, host: str) -> None:
+        self._held.setdefault((job_id, instance), set()).add((run, round_, host))
+
+    def take(self, job_id: str, instance: int, run: int, round_: int, host: str) -> bool:
+        """Remove and report a held rejection of this placement, if one was read."""
+        held = self._held.get((job_id, instance))
+        if not held:
+            return False
+        for entry in sorted(held):
+            if entry[0] == run and entry[2] == host and same_round(entry[1], round_):
+                held.discard(entry)
+                if not held:
+                    del self._held[(job_id, instance)]
+                return True
+        return False
+
+    def run_changed(self, job_id: str, instance: int, run: int) -> None:
+        held = self._held.get((job_id, instance))
+        if held:
+            held -= {e for e in held if e[0] < run}
+            if not held:
+                del self._held[(job_id, instance)]
+
+    def drop_job(self, job_id: str, instances: int) -> None:
+        for i in range(instances):
+            self._held.pop((job_id, i), None)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    def to_data(self) -> list[list[Any]]:
+        return [[job_id, instance, run, round_, host]
+                for (job_id, instance), held in sorted(self._held.items())
+                for run, round_, host in sorted(held)]
+
+    @classmethod
+    def from_data(cls, rows: list[list[Any]]) -> HeldRejections:
+        out = cls()
+        for job_id, instance, run, round_, host in rows:
+            out.hold(str(job_id), int(instance), int(run), int(round_), str(host))
+        return out

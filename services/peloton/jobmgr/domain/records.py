@@ -1,0 +1,110 @@
+"""The job manager's records: a job (its typed spec and tasks), a task's current run, one
+state change, and the batch of changes one decision makes (pure data, no decisions).
+
+A change record is the body of one TaskStateChanged entry (schema TaskTransition, v2:
+`not_before_ms` and `round` added). `Batch` holds the changes decided while handling one
+input, per job in decision order, and indexes the newest change of every task so a later
+decision in the same input sees it in O(1) (no scan of the batch per task).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from peloton.model.spec import JobSpec
+from peloton.model.taskstate import JobState, TaskState
+
+__all__ = ["TaskRecord", "JobRecord", "Change", "Pending", "Batch", "change"]
+
+S = TaskState
+Change = dict[str, Any]
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One task and its current run, as the job manager's own events left it."""
+
+    instance: int
+    run: int = 1
+    state: TaskState = S.INITIALIZED
+    host: str | None = None
+    failures: int = 0
+    reason: str = ""
+    exit_code: int | None = None
+    kill_requested: bool = False
+    since: int = 0  # event time of the run's last change (timeouts count from it)
+    round: int = -1  # the placement round the run holds while PLACED
+    not_before_ms: int | None = None  # retry backoff after a placement timeout
+    placement_attempts: int = 0  # placement timeouts of the current run
+    unreached_run: int = 0  # a run that ended here before any agent was told (kill it later)
+
+
+@dataclass(slots=True)
+class JobRecord:
+    job_id: str
+    spec: JobSpec
+    tasks: list[TaskRecord]
+    state: JobState = JobState.PENDING
+    counts: Counter[TaskState] = field(default_factory=Counter)
+    kill_requested: bool = False
+    ended_at: int | None = None  # event time the job became terminal (retention counts)
+
+    @property
+    def has_controller(self) -> bool:
+        return self.spec.task(0).controller
+
+    def controller_state(self) -> TaskState | None:
+        """Instance 0's state when the job has a controller task, else None."""
+        return self.tasks[0].state if self.has_controller else None
+
+
+def change(
+    instance: int, run: int, state: TaskState, previous: TaskState, reason: str,
+    host: str | None, exit_code: int | None, failures: int, *,
+    not_before_ms: int | None = None, round_: int = -1,
+) -> Change:
+    return {"instance": instance, "run": run, "state": state.value,
+            "previous_state": previous.value, "reason": reason, "host": host,
+            "exit_code": exit_code, "failures": failures, "not_before_ms": not_before_ms,
+            "round": round_}
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A task's run as the book plus the batch decided so far show it."""
+
+    state: TaskState
+    run: int
+    host: str | None
+    failures: int
+    round: int
+
+
+class Batch:
+    """Changes (per job, in order) and agent kills decided while handling one input."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, list[Change]] = {}
+        self.kills: dict[str, list[dict[str, Any]]] = {}
+        self._latest: dict[tuple[str, int], Change] = {}
+
+    def add(self, job_id: str, ch: Change) -> None:
+        self.changes.setdefault(job_id, []).append(ch)
+        self._latest[(job_id, ch["instance"])] = ch
+
+    def pending(self, job_id: str, task: TaskRecord) -> Pending:
+        ch = self._latest.get((job_id, task.instance))
+        if ch is None:
+            return Pending(task.state, task.run, task.host, task.failures, task.round)
+        return Pending(S(ch["state"]), ch["run"], ch["host"], ch["failures"], ch["round"])
+
+    def kill(self, host: str, job_id: str, instance: int, run: int, grace_s: float,
+             reason: str) -> None:
+        self.kills.setdefault(host, []).append(
+            {"job_id": job_id, "instance": instance, "run": run, "grace_period_s": grace_s,
+             "reason": reason})
+
+    def __bool__(self) -> bool:
+        return bool(self.changes) or bool(self.kills)

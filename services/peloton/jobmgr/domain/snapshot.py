@@ -1,0 +1,99 @@
+"""The job book as plain JSON-able data and back (pure).
+
+`book_to_data(book)` holds everything the book cannot rebuild from the tail of the log:
+the jobs (their JobCreated body, state, kill flag, end time, and one positional row per
+task, fields in `TASK_FIELDS` order), rejected submissions, undecided submissions, kill
+intents, the pool names, the forgotten ids and the rejections held for placements not
+read yet. The derived indexes (watched runs, ended jobs, controller ends, task counts)
+are rebuilt by `book_from_data`, which raises KeyError / TypeError / ValueError on data
+it cannot read. Bump `SNAPSHOT_VERSION` whenever this shape changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from peloton.jobmgr.domain.book import JobBook
+from peloton.jobmgr.domain.folding import HeldRejections
+from peloton.jobmgr.domain.records import JobRecord, TaskRecord
+from peloton.jobmgr.domain.retention import ForgottenIds
+from peloton.jobmgr.domain.timeouts import WATCHED, Timeouts
+from peloton.model.spec import JobSpec
+from peloton.model.taskstate import TERMINAL, JobState, TaskState
+
+__all__ = ["SNAPSHOT_VERSION", "TASK_FIELDS", "book_to_data", "book_from_data"]
+
+SNAPSHOT_VERSION = 1
+TASK_FIELDS = ("run", "state", "host", "failures", "reason", "exit_code", "kill_requested",
+               "since", "round", "not_before_ms", "placement_attempts", "unreached_run")
+
+
+def _task_row(t: TaskRecord) -> list[Any]:
+    return [t.run, t.state.value, t.host, t.failures, t.reason, t.exit_code,
+            t.kill_requested, t.since, t.round, t.not_before_ms, t.placement_attempts,
+            t.unreached_run]
+
+
+def _task(instance: int, row: list[Any]) -> TaskRecord:
+    if len(row) != len(TASK_FIELDS):
+        raise ValueError(f"task row of {len(row)} fields, expected {len(TASK_FIELDS)}")
+    (run, state, host, failures, reason, exit_code, kill_requested, since, round_,
+     not_before_ms, attempts, unreached) = row
+    return TaskRecord(
+        instance, int(run), TaskState(state), None if host is None else str(host),
+        int(failures), str(reason), None if exit_code is None else int(exit_code),
+        bool(kill_requested), int(since), int(round_),
+        None if not_before_ms is None else int(not_before_ms), int(attempts), int(unreached))
+
+
+def book_to_data(book: JobBook) -> dict[str, Any]:
+    return {
+        "jobs": {job_id: {"spec": job.spec.to_body(), "state": job.state.value,
+                          "kill_requested": job.kill_requested, "ended_at": job.ended_at,
+                          "tasks": [_task_row(t) for t in job.tasks]}
+                 for job_id, job in sorted(book.jobs.items())},
+        "rejected": {job_id: [reasons, book.rejected_at[job_id]]
+                     for job_id, reasons in sorted(book.rejected.items())},
+        "submitted": {job_id: body for job_id, body in sorted(book.submitted.items())},
+        "kill_intents": {job_id: [None if intent is None else sorted(intent),
+                                  book.intent_at.get(job_id, 0)]
+                         for job_id, intent in sorted(book.kill_intents.items())},
+        "pools": None if book.pools is None else sorted(book.pools),
+        "leaf_pools": None if book.leaf_pools is None else sorted(book.leaf_pools),
+        "forgotten": book.forgotten.to_data(),
+        "held_rejections": book.held.to_data(),
+    }
+
+
+def book_from_data(data: dict[str, Any], retention_ms: int,
+                   timeouts: Timeouts | None = None) -> JobBook:
+    book = JobBook(retention_ms, timeouts)
+    for job_id, raw in data["jobs"].items():
+        spec = JobSpec.from_body(raw["spec"])
+        tasks = [_task(i, row) for i, row in enumerate(raw["tasks"])]
+        if spec.job_id != job_id or len(tasks) != spec.instance_count:
+            raise ValueError(f"job {job_id}: spec and tasks do not match")
+        job = JobRecord(job_id, spec, tasks, JobState(raw["state"]),
+                        Counter(t.state for t in tasks), bool(raw["kill_requested"]),
+                        None if raw["ended_at"] is None else int(raw["ended_at"]))
+        book.jobs[job_id] = job
+        if job.ended_at is not None:
+            book.ended[job_id] = job.ended_at
+        if job.has_controller and tasks[0].state in TERMINAL:
+            book.controller_ended.add(job_id)
+        for t in tasks:
+            if t.state in WATCHED:
+                book.watched[(job_id, t.instance)] = None
+    for job_id, (reasons, at) in data["rejected"].items():
+        book.rejected[job_id] = [str(r) for r in reasons]
+        book.rejected_at[job_id] = int(at)
+    book.submitted = {str(k): dict(v) for k, v in data["submitted"].items()}
+    for job_id, (intent, at) in data["kill_intents"].items():
+        book.kill_intents[job_id] = None if intent is None else {int(i) for i in intent}
+        book.intent_at[job_id] = int(at)
+    book.pools = None if data["pools"] is None else set(data["pools"])
+    book.leaf_pools = None if data["leaf_pools"] is None else set(data["leaf_pools"])
+    book.forgotten = ForgottenIds.from_data(data["forgotten"])
+    book.held = HeldRejections.from_data(data["held_rejections"])
+    return book

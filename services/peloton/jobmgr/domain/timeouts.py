@@ -1,0 +1,54 @@
+"""Runs that waited too long in one state, and what happens to them (Peloton, pure).
+
+- A run READY (admitted, holding an allocation) but not placed within `placement_ms`
+  goes back to PENDING: the resource manager takes its allocation back and admits it
+  again no earlier than `not_before_ms` (the placement backoff of `retries`).
+- A run PREEMPTING whose kill never ends returns to RUNNING after `preempt_ms`
+  (Peloton: 10 min); the resource manager may choose it again.
+Time is event time: a run's `since` is the `at` of the change that put it in its state,
+and `now_ms` is passed in by the tick. Only READY and PREEMPTING runs are watched (the
+book indexes them), so a tick costs O(watched runs), not O(tasks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from peloton.jobmgr.domain.records import TaskRecord
+from peloton.jobmgr.domain.retries import placement_backoff_ms
+from peloton.model.taskstate import TaskState
+
+__all__ = ["Timeouts", "WATCHED", "Expiry", "expiry"]
+
+S = TaskState
+WATCHED: frozenset[TaskState] = frozenset({S.READY, S.PREEMPTING})
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    placement_ms: int = 60_000
+    placement_backoff_unit_ms: int = 5 * 60_000  # Peloton's placement backoff unit
+    preempt_ms: int = 10 * 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    target: TaskState
+    reason: str
+    not_before_ms: int | None = None
+
+
+def expiry(task: TaskRecord, now_ms: int, limits: Timeouts) -> Expiry | None:
+    """What a watched run's timeout decides at `now_ms`, or None if it has time left."""
+    waited = now_ms - task.since
+    if task.state == S.READY and limits.placement_ms > 0 and waited >= limits.placement_ms:
+        attempt = task.placement_attempts + 1
+        backoff = placement_backoff_ms(attempt, limits.placement_backoff_unit_ms)
+        reason = (f"placement timeout: not placed within {limits.placement_ms / 1000:g}s "
+                  f"(attempt {attempt}); allocation given back, ")
+        reason += f"admitted again after {backoff / 1000:g}s" if backoff else "retried now"
+        return Expiry(S.PENDING, reason, now_ms + backoff if backoff else None)
+    if task.state == S.PREEMPTING and limits.preempt_ms > 0 and waited >= limits.preempt_ms:
+        return Expiry(S.RUNNING, f"preemption timeout: not killed within "
+                                 f"{limits.preempt_ms / 1000:g}s; the run keeps running")
+    return None

@@ -1,0 +1,128 @@
+"""Burst benchmark: many small jobs at once over many simulated hosts.
+
+A minicluster (broker, etcd, jobmgr, resmgr, placement, hostmgr; no API) runs `hosts`
+simulated hosts of `cpu_per_host` cpus, served by `agent_processes` fleet processes
+(minicluster/fleet.py: one AgentCore per host, routed by host, so each host behaves as its
+own agent; one process per host would not fit on a 2-core machine). The client then
+produces `jobs` JobSubmitted records straight to `job-submitted` as fast as it can (sizes
+drawn uniformly from [min_tasks, max_tasks] with `seed`), follows `job-events` and reports:
+
+- tasks_per_s: tasks that ended / (last terminal TaskStateChanged.at - first submitted_at);
+- p50/p99 submit -> RUNNING and submit -> terminal, per task (job, instance): from the
+  job's JobSubmitted.submitted_at (client clock) to the TaskStateChanged.at the job manager
+  stamped on the task's first RUNNING and on its newest run's terminal state (jobmgr's
+  clock; both are this machine's wall clock);
+- jobs_not_terminal: jobs with no terminal JobStateChanged (nor JobRejected) when the run
+  stopped, with the latest state of their tasks counted (`stuck_task_states`).
+
+It always stops: when every job is terminal, when nothing new happened for `settle_s`, or
+after `timeout_s` in all. The cluster is torn down whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from peloton.minicluster.cluster import Layout, down, up
+from peloton.minicluster.fleet import start_fleets
+from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_offers
+from peloton.model.taskstate import TERMINAL
+
+__all__ = ["burst", "job_sizes"]
+
+Progress = Callable[[str, float], None]
+
+
+def job_sizes(jobs: int, min_tasks: int, max_tasks: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(min_tasks, max_tasks) for _ in range(jobs)]
+
+
+async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
+               settle_s: float, timeout_s: float, say: Progress) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    wanted = {f"burst-{tag}-{j}": n for j, n in enumerate(sizes)}
+    total = sum(sizes)
+    follower = JobFollower(bootstrap)
+    follower.want(wanted)
+    await follower.start()
+    try:
+        say(f"submitting {len(wanted):,} jobs ({total:,} tasks)", 0.0)
+        started = time.monotonic()
+        submitted = await submit_jobs(bootstrap, wanted.items(), duration_s, task_cpu)
+        submit_s = time.monotonic() - started
+        last_change = time.monotonic()
+        stop_reason = "all jobs terminal"
+        while follower.pending_jobs():
+            now = time.monotonic()
+            if now - started > timeout_s:
+                stop_reason = f"timeout ({timeout_s:.0f}s)"
+                break
+            if now - last_change > settle_s:
+                stop_reason = f"no progress for {settle_s:.0f}s"
+                break
+            if await follower.poll():
+                last_change = time.monotonic()
+            done = len(wanted) - len(follower.pending_jobs())
+            say(f"jobs terminal {done:,}/{len(wanted):,}", done / len(wanted))
+        wall_s = time.monotonic() - started
+    finally:
+        await follower.stop()
+    to_run, to_end = follower.task_latencies(submitted)
+    ends = [at for hist in follower.runs.values() for at, s, _h in hist.changes
+            if s in TERMINAL]
+    span_s = (max(ends) - min(submitted.values())) / 1000 if ends else 0.0
+    pending = follower.pending_jobs()
+    stuck = follower.stuck_task_states()
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else round(v, 1)
+
+    return {
+        "jobs": len(wanted), "tasks": total, "submit_s": round(submit_s, 2),
+        "tasks_per_s": round(len(to_end) / span_s, 1) if span_s > 0 else 0.0,
+        "p50_submit_to_running_ms": ms(percentile(to_run, 50)),
+        "p99_submit_to_running_ms": ms(percentile(to_run, 99)),
+        "p50_submit_to_terminal_ms": ms(percentile(to_end, 50)),
+        "p99_submit_to_terminal_ms": ms(percentile(to_end, 99)),
+        "tasks_running_seen": len(to_run), "tasks_terminal_seen": len(to_end),
+        "jobs_rejected": len(follower.rejected),
+        "jobs_not_terminal": len(pending),
+        "stuck_task_states": ", ".join(f"{k}={v}" for k, v in sorted(stuck.items())) or "-",
+        "stopped_because": stop_reason, "wall_s": round(wall_s, 2),
+        "latency_clock": "TaskStateChanged.at (jobmgr) - JobSubmitted.submitted_at (client)",
+    }
+
+
+def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_tasks: int = 1,
+          max_tasks: int = 8, seed: int = 7, cpu_per_host: float = 64.0,
+          task_cpu: float = 0.1, duration_s: float = 0.1, settle_s: float = 60.0,
+          timeout_s: float = 900.0, run_dir: Path | None = None,
+          progress: Progress | None = None) -> dict[str, Any]:
+    """Run the burst (module docstring); `run_dir` keeps logs there instead of a temp dir."""
+    say: Progress = progress or (lambda _m, _f: None)
+    sizes = job_sizes(jobs, min_tasks, max_tasks, seed)
+    with tempfile.TemporaryDirectory(prefix="peloton-burst-") as tmp:
+        where = run_dir or Path(tmp)
+        layout = Layout.local(where, agents=0, free=True, detach=False, simulated=True,
+                              resmgr_instances=1, with_api=False)
+        say("starting minicluster", 0.0)
+        try:
+            cluster = up(layout)
+            say(f"starting {hosts} simulated hosts in {agent_processes} processes", 0.0)
+            start_fleets(cluster, hosts, agent_processes, cpu_per_host)
+            asyncio.run(wait_offers(layout.bootstrap, {f"host-{i + 1}" for i in range(hosts)},
+                                    90.0))
+            result = asyncio.run(_run(layout.bootstrap, sizes, duration_s, task_cpu,
+                                      settle_s, timeout_s, say))
+        finally:
+            down(layout.run_dir)
+    return {"hosts": hosts, "agent_processes": min(agent_processes, hosts), "seed": seed,
+            **result}

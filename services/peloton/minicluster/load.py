@@ -1,0 +1,246 @@
+"""Load-test plumbing shared by the burst and restart benchmarks and the soak test.
+
+- `job_body`: a JobSubmitted body for a small batch job (simulated tasks).
+- `submit_jobs`: produce JobSubmitted records straight to `job-submitted` (aiokafka,
+  single-object Avro through bus/codec.py), as fast as the client can.
+- `JobFollower`: reads `job-events` and keeps, per job of interest, its latest state and,
+  per run, the (at, state, host) history from TaskStateChanged. All times are the `at`
+  the job manager stamps on its facts (wall-clock ms on the machine running jobmgr) and
+  the `submitted_at` the client put in JobSubmitted; on one machine they share a clock.
+- `on_host_overlaps`: the "no task runs twice at once" check over a follower's history.
+- `wait_offers`: wait until the host manager offers every named host.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from peloton.bus.codec import DecodeError, default_codec
+from peloton.bus.devbroker import consumer_settings, producer_settings
+from peloton.model.taskstate import ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
+
+__all__ = ["job_body", "submit_jobs", "JobFollower", "RunHistory", "on_host_overlaps",
+           "wait_offers", "percentile"]
+
+
+def job_body(job_id: str, instances: int, duration_s: float = 0.1, cpu: float = 0.1,
+             submitted_at: int | None = None) -> dict[str, Any]:
+    """A JobSubmitted body: `instances` tasks of `cpu` that run `duration_s` (simulated)."""
+    cfg = {"cpu_limit": cpu, "mem_limit_mb": 16.0, "disk_limit_mb": 1.0, "gpu_limit": None,
+           "command": f"sleep {duration_s}", "env": None, "constraint_json": None,
+           "max_failures": 0, "labels": None, "ports": None, "kill_grace_period_s": None}
+    at = int(time.time() * 1000) if submitted_at is None else submitted_at
+    return {"job_id": job_id, "submitted_at": at, "name": job_id,
+            "owner": "bench", "description": "", "type": "BATCH", "labels": {},
+            "instance_count": instances, "respool": "/default",
+            "sla": {"priority": 0, "preemptible": True, "revocable": False,
+                    "minimum_running_instances": 1, "maximum_running_instances": 0},
+            "default_config": cfg, "instance_config": {}, "placement_strategy": None}
+
+
+async def submit_jobs(bootstrap: str, jobs: Iterable[tuple[str, int]], duration_s: float = 0.1,
+                      cpu: float = 0.1) -> dict[str, int]:
+    """Produce one JobSubmitted per (job_id, instances) without waiting between sends;
+    returns job_id -> submitted_at (ms). Returns once every record is acknowledged."""
+    codec = default_codec()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                max_batch_size=512 * 1024, **producer_settings())  # type: ignore[arg-type]
+    await producer.start()
+    submitted: dict[str, int] = {}
+    try:
+        futures = []
+        for job_id, instances in jobs:
+            body = job_body(job_id, instances, duration_s, cpu)
+            submitted[job_id] = body["submitted_at"]
+            futures.append(await producer.send("job-submitted", codec.encode("JobSubmitted", body),
+                                               key=job_id.encode()))
+        await producer.flush()
+        for fut in futures:
+            await fut
+        return submitted
+    finally:
+        await producer.stop()
+
+
+@dataclass
+class RunHistory:
+    """One run's TaskStateChanged history, in log order: (at, state, host)."""
+
+    changes: list[tuple[int, str, str | None]] = field(default_factory=list)
+
+    def first(self, states: frozenset[TaskState] | set[TaskState]) -> int | None:
+        return next((at for at, s, _h in self.changes if s in states), None)
+
+    @property
+    def state(self) -> str:
+        return self.changes[-1][1] if self.changes else ""
+
+
+class JobFollower:
+    """Follows job-events for a set of job ids (see module docstring for the times)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.codec = default_codec()
+        self.wanted: set[str] = set()
+        self.job_state: dict[str, str] = {}
+        self.rejected: dict[str, str] = {}
+        self.runs: dict[tuple[str, int, int], RunHistory] = {}
+        self.instances: dict[str, int] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+
+    def want(self, jobs: dict[str, int]) -> None:
+        """jobs: job_id -> instance count."""
+        self.wanted |= set(jobs)
+        self.instances.update(jobs)
+
+    async def start(self, from_end: bool = False) -> None:
+        """Read job-events from its start, or (from_end) from about its current end: the
+        dev broker's "latest" may fall a batch short, which only re-reads old records."""
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, **consumer_settings(),  # type: ignore[arg-type]
+            auto_offset_reset="earliest", enable_auto_commit=False,
+            max_partition_fetch_bytes=8 << 20)
+        await self._consumer.start()
+        parts = [TopicPartition("job-events", p)
+                 for p in sorted(self._consumer.partitions_for_topic("job-events") or ())]
+        self._consumer.assign(parts)
+        if from_end:
+            await self._consumer.seek_to_end(*parts)
+        else:
+            await self._consumer.seek_to_beginning(*parts)
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    async def poll(self, timeout_ms: int = 200) -> int:
+        """Read what is there; returns the number of records of wanted jobs folded."""
+        assert self._consumer is not None, "start() first"
+        batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=20_000)
+        n = 0
+        for records in batch.values():
+            for rec in records:
+                try:
+                    etype, body = self.codec.decode(rec.value)
+                except DecodeError:
+                    continue
+                if body.get("job_id") in self.wanted:
+                    self._fold(etype, body)
+                    n += 1
+        return n
+
+    def _fold(self, etype: str, body: dict[str, Any]) -> None:
+        job_id = body["job_id"]
+        if etype == "JobStateChanged":
+            self.job_state[job_id] = body["state"]
+        elif etype == "JobRejected":
+            self.rejected[job_id] = "; ".join(body.get("reasons") or [])
+        elif etype == "TaskStateChanged":
+            for ch in body["changes"]:
+                key = (job_id, ch["instance"], ch["run"])
+                self.runs.setdefault(key, RunHistory()).changes.append(
+                    (body["at"], ch["state"], ch.get("host")))
+
+    def terminal_jobs(self) -> set[str]:
+        ended = {j for j, s in self.job_state.items() if s in TERMINAL_JOB}
+        return ended | set(self.rejected)
+
+    def pending_jobs(self) -> set[str]:
+        return self.wanted - self.terminal_jobs()
+
+    def stuck_task_states(self) -> dict[str, int]:
+        """For jobs not terminal: the latest state of each instance's newest run, counted."""
+        pending = self.pending_jobs()
+        newest: dict[tuple[str, int], tuple[int, str]] = {}
+        for (job, inst, run), hist in self.runs.items():
+            if job in pending and run >= newest.get((job, inst), (0, ""))[0]:
+                newest[(job, inst)] = (run, hist.state)
+        counts: dict[str, int] = {}
+        for job in pending:
+            for inst in range(self.instances.get(job, 0)):
+                state = newest.get((job, inst), (0, "no task event"))[1]
+                counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    def task_latencies(self, submitted: dict[str, int]) -> tuple[list[int], list[int]]:
+        """Per task (job, instance): ms from its job's submitted_at to its first RUNNING,
+        and to the terminal state of its newest run (only tasks that got there)."""
+        running: dict[tuple[str, int], int] = {}
+        ended: dict[tuple[str, int], tuple[int, int]] = {}
+        for (job, inst, run), hist in self.runs.items():
+            if job not in submitted:
+                continue
+            at = hist.first({TaskState.RUNNING})
+            if at is not None:
+                running[(job, inst)] = min(at, running.get((job, inst), at))
+            end = hist.first(TERMINAL)
+            if end is not None and run >= ended.get((job, inst), (0, 0))[0]:
+                ended[(job, inst)] = (run, end)
+        to_run = [at - submitted[j] for (j, _i), at in running.items()]
+        to_end = [end - submitted[j] for (j, _i), (_r, end) in ended.items()]
+        return to_run, to_end
+
+
+def on_host_overlaps(runs: dict[tuple[str, int, int], RunHistory]) -> list[str]:
+    """Pairs of runs of one instance that were both on a host (ON_HOST states or RUNNING
+    and its kin) at the same time: a run is on host from its first ON_HOST change to its
+    first terminal change (or forever if it never ended)."""
+    spans: dict[tuple[str, int], list[tuple[int, float, int]]] = {}
+    for (job, inst, run), hist in runs.items():
+        start = hist.first(ON_HOST)
+        if start is None:
+            continue
+        end = hist.first(TERMINAL)
+        spans.setdefault((job, inst), []).append(
+            (start, float("inf") if end is None else end, run))
+    bad = []
+    for (job, inst), items in spans.items():
+        items.sort()
+        end, owner = items[0][1], items[0][2]
+        for start, until, run in items[1:]:
+            if start < end:
+                bad.append(f"{job}/{inst}: run {owner} on host until {end}, run {run} from "
+                           f"{start}")
+            if until > end:
+                end, owner = until, run
+    return bad
+
+
+async def wait_offers(bootstrap: str, hosts: set[str], timeout: float) -> None:
+    """Wait until OfferReceived has offered each host (available) at least once."""
+    codec = default_codec()
+    consumer = AIOKafkaConsumer("offer-received", bootstrap_servers=bootstrap,
+                                **consumer_settings(),  # type: ignore[arg-type]
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while not hosts <= seen:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"hosts not offered: {sorted(hosts - seen)[:10]}")
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for rec in records:
+                    etype, body = codec.decode(rec.value)
+                    if etype == "OfferReceived":
+                        seen |= {o["host"] for o in body["offers"] if o["available"]}
+    finally:
+        await consumer.stop()
+
+
+def percentile(values: list[int], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of `values`, None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
+    return float(ordered[rank - 1])

@@ -1,0 +1,96 @@
+"""Task requests for the engine, built from typed job specs and cached (pure).
+
+`Requests.get(spec, instance, run)` is the engine's `TaskRequest` for one run: the task
+spec is `spec.task(instance)` and the gang is `spec.gang_id(instance, run)` (the one gang
+rule: a retried gang member is placed alone). A run's request is built once while it
+waits; the parsed parts of a task spec (resources, ports, constraint, labels) are shared
+by every instance with that spec, which also lets the engine group identical tasks
+cheaply. Caches only: dropping them changes no decision.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from peloton.model.constraint import Constraint, parse_constraint
+from peloton.model.ids import task_id as make_task_id
+from peloton.model.resources import Resources
+from peloton.model.spec import JobSpec
+from peloton.placement.domain.types import Strategy, TaskRequest
+
+__all__ = ["Requests", "Request"]
+
+_MAX_CONSTRAINTS = 10_000
+
+
+class Request(NamedTuple):
+    request: TaskRequest
+    spec_resources: dict[str, float]
+    """The task spec's resources, as PlacementMade carries them."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SpecParts:
+    resources: Resources
+    ports: tuple[str, ...]
+    constraint: Constraint | None
+    labels: Mapping[str, str]
+    revocable: bool
+    spec_resources: dict[str, float]
+
+
+class Requests:
+    def __init__(self) -> None:
+        self._requests: dict[str, dict[tuple[int, bool], Request]] = {}  # by job
+        self._parts: dict[str, dict[int | None, _SpecParts]] = {}  # by job
+        self._constraints: dict[str, Constraint] = {}
+
+    def get(self, spec: JobSpec, instance: int, run: int) -> Request:
+        gang = spec.gang_id(instance, run)
+        per_job = self._requests.setdefault(spec.job_id, {})
+        which = (instance, gang is not None)
+        cached = per_job.get(which)
+        if cached is None:
+            parts = self._spec_parts(spec, instance)
+            cached = per_job[which] = Request(TaskRequest(
+                make_task_id(spec.job_id, instance), spec.job_id, parts.resources,
+                parts.ports, parts.constraint, parts.labels, gang,
+                spec.gang_members(instance, run), Strategy(spec.placement_strategy),
+                parts.revocable, spec.priority), parts.spec_resources)
+        return cached
+
+    def revocable(self, spec: JobSpec, instance: int) -> bool:
+        return self._spec_parts(spec, instance).revocable
+
+    def forget_run(self, job_id: str, instance: int) -> None:
+        """The run reached its host or ended: its request is built again if needed."""
+        per_job = self._requests.get(job_id)
+        if per_job:
+            per_job.pop((instance, False), None)
+            per_job.pop((instance, True), None)
+
+    def forget_job(self, job_id: str) -> None:
+        self._requests.pop(job_id, None)
+        self._parts.pop(job_id, None)
+
+    def _spec_parts(self, spec: JobSpec, instance: int) -> _SpecParts:
+        per_job = self._parts.setdefault(spec.job_id, {})
+        which = instance if spec.has_override(instance) else None
+        parts = per_job.get(which)
+        if parts is None:
+            task = spec.task(instance)
+            raw = task.constraint_json
+            constraint = None
+            if raw:
+                constraint = self._constraints.get(raw)
+                if constraint is None:
+                    if len(self._constraints) >= _MAX_CONSTRAINTS:
+                        self._constraints.clear()
+                    constraint = self._constraints[raw] = parse_constraint(json.loads(raw))
+            parts = per_job[which] = _SpecParts(
+                task.resources, tuple(p.partition(":")[0] for p in task.ports), constraint,
+                dict(task.labels), spec.revocable or task.revocable, task.resources.as_dict())
+        return parts

@@ -1,0 +1,72 @@
+"""Shared helpers for the host manager's tests (not a test module)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from event_bodies import host_registered, job_created, placement_made
+
+from peloton.hostmgr.domain.hosts import HostBook
+from peloton.model.event import Event
+
+Body = dict[str, Any]
+TIMEOUT = 5000
+HOLD = 2000
+
+
+def book_with(*hosts: str, cpu: float = 4.0, jobs: dict[str, int] | None = None,
+              ports: tuple[int, int] = (31000, 31009), timeout: int = TIMEOUT,
+              **kw: Any) -> HostBook:
+    """Hosts registered at t=0 with `cpu` cores each (incarnation inc-1, after an earlier
+    inc-0), jobs created, first offers taken."""
+    book = HostBook(heartbeat_timeout_ms=timeout, hold_ms=HOLD, **kw)
+    for name in hosts:
+        for inc in ("inc-0", "inc-1"):
+            book.fold("HostRegistered", host_registered(name, cpu=cpu, ports=ports,
+                                                        incarnation=inc))
+    for job_id, n in (jobs or {"j1": 4}).items():
+        book.fold("JobCreated", job_created(job_id, n, ports=("http",), grace_s=7))
+    book.tick(0)
+    return book
+
+
+def tick(book: HostBook, now: int = 100) -> list[Event]:
+    """One tick whose events are folded back, as the service reads its own topics."""
+    out = book.tick(now)
+    for ev in out:
+        book.fold(ev.type, ev.body)
+    return out
+
+
+def of(events: list[Event], etype: str) -> list[Event]:
+    return [e for e in events if e.type == etype]
+
+
+def rejections(events: list[Event]) -> list[tuple[str, int, str]]:
+    return [(r["job_id"], r["instance"], r["reason"])
+            for e in of(events, "PlacementRejected") for r in e.body["rejections"]]
+
+
+def launched(events: list[Event]) -> list[tuple[str, str, int]]:
+    return [(e.body["host"], x["job_id"], x["instance"])
+            for e in of(events, "TaskLaunchRequested") for x in e.body["launches"]]
+
+
+ROUNDS = itertools.count(1)
+
+
+def place(book: HostBook, *placements: Body, now: int = 100,
+          received: int | None = None) -> list[Event]:
+    """One placement round (each call a new round number, as the placement engine does),
+    read at `received` (default: `now`), then one tick at `now`."""
+    book.fold("PlacementMade", placement_made(*placements, round_=next(ROUNDS)),
+              received_ms=now if received is None else received)
+    return tick(book, now)
+
+
+def allocations(book: HostBook) -> dict[str, dict[tuple[str, int, int], tuple[Any, ...]]]:
+    """Every host's runs as (incarnation, resources, ports), for comparing books."""
+    return {name: {k: (h.incarnation, h.available, a.resources, a.ports)
+                   for k, a in h.runs.items()}
+            for name, h in book.hosts.items()}

@@ -1,0 +1,118 @@
+"""The load-test plumbing's pure parts: overlap check, percentiles, history copies, the
+simulated-agent fleet's routing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from peloton.agent.app import AgentConfig
+from peloton.minicluster.burst import job_sizes
+from peloton.minicluster.fleet import AgentFleetCore
+from peloton.minicluster.load import JobFollower, RunHistory, on_host_overlaps, percentile
+from peloton.minicluster.restartbench import Captured, copy_record
+from peloton.model.resources import Resources
+
+
+def runs(**spans: list[tuple[int, str]]) -> dict[tuple[str, int, int], RunHistory]:
+    """runs(r1=[(at, state), ...], r2=...) for job "j", instance 0."""
+    return {("j", 0, int(k[1:])): RunHistory([(at, s, "h") for at, s in v])
+            for k, v in spans.items()}
+
+
+def test_runs_one_after_the_other_do_not_overlap() -> None:
+    assert on_host_overlaps(runs(r1=[(1, "LAUNCHING"), (5, "RUNNING"), (9, "LOST")],
+                                 r2=[(9, "READY"), (12, "LAUNCHING"), (20, "SUCCEEDED")])) == []
+
+
+def test_a_second_run_on_host_before_the_first_ended_is_reported() -> None:
+    bad = on_host_overlaps(runs(r1=[(1, "RUNNING"), (10, "SUCCEEDED")],
+                                r2=[(5, "LAUNCHING"), (8, "RUNNING")]))
+    assert len(bad) == 1 and "run 1" in bad[0] and "run 2" in bad[0]
+
+
+def test_a_run_that_never_ended_overlaps_every_later_run_on_host() -> None:
+    bad = on_host_overlaps(runs(r1=[(1, "RUNNING")], r2=[(5, "RUNNING"), (6, "FAILED")],
+                                r3=[(7, "RUNNING")]))
+    assert len(bad) == 2
+
+
+def test_runs_never_on_host_are_ignored() -> None:
+    assert on_host_overlaps(runs(r1=[(1, "READY"), (2, "KILLED")],
+                                 r2=[(1, "PLACED"), (3, "KILLED")])) == []
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = list(range(1, 101))
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([7], 99) == 7.0
+    assert percentile([], 50) is None
+
+
+def test_job_sizes_are_seeded_and_in_range() -> None:
+    sizes = job_sizes(500, 1, 8, seed=7)
+    assert sizes == job_sizes(500, 1, 8, seed=7) != job_sizes(500, 1, 8, seed=8)
+    assert min(sizes) == 1 and max(sizes) == 8
+
+
+def test_follower_counts_stuck_tasks_of_unfinished_jobs_only() -> None:
+    f = JobFollower("unused:0")
+    f.want({"a": 2, "b": 1})
+    f._fold("TaskStateChanged", {"job_id": "a", "at": 5, "changes": [
+        {"instance": 0, "run": 1, "state": "PLACED", "host": None},
+        {"instance": 1, "run": 1, "state": "SUCCEEDED", "host": "h"}]})
+    f._fold("JobStateChanged", {"job_id": "b", "at": 6, "state": "SUCCEEDED"})
+    assert f.pending_jobs() == {"a"}
+    assert f.stuck_task_states() == {"PLACED": 1, "SUCCEEDED": 1}
+    to_run, to_end = f.task_latencies({"a": 1})
+    assert to_run == [] and to_end == [4]
+
+
+def test_copy_record_renames_the_job_moves_times_and_rounds() -> None:
+    rec = Captured("task-launch-requested", "host-1", 1_000, "TaskLaunchRequested", {
+        "host": "host-1", "at": 1_000, "launches": [
+            {"job_id": "tmpl", "instance": 3, "run": 1, "round": 2, "command": "sleep 1",
+             "env": {"PELOTON_TASK_ID": "tmpl-3-1"}, "ports": {"http": 31000}}]})
+    key, body = copy_record(rec, "tmpl", "hist-9", shift_ms=-500, round_add=10)
+    assert key == "host-1"
+    launch = body["launches"][0]
+    assert body["at"] == 500 and launch["round"] == 12 and launch["job_id"] == "hist-9"
+    assert launch["env"] == {"PELOTON_TASK_ID": "hist-9-3-1"}
+    assert launch["ports"] == {"http": 31000} and launch["instance"] == 3
+    assert rec.body["launches"][0]["job_id"] == "tmpl"  # the template is left alone
+
+
+def test_copy_record_keeps_no_round_and_moves_round_keys() -> None:
+    made = Captured("placement-made", "4", 0, "PlacementMade", {"at": 0, "round": 4,
+                                                                "placements": []})
+    assert copy_record(made, "t", "u", 0, 100)[0] == "104"
+    changed = Captured("job-events", "t", 0, "TaskStateChanged", {"job_id": "t", "at": 0,
+                       "changes": [{"instance": 0, "run": 1, "round": -1}]})
+    key, body = copy_record(changed, "t", "u", 0, 100)
+    assert key == "u" and body["changes"][0]["round"] == -1
+
+
+def fleet(*hosts: str) -> AgentFleetCore:
+    return AgentFleetCore([AgentConfig(host=h, incarnation=f"inc-{h}",
+                                       capacity=Resources(8, 1024, 1024, 0),
+                                       sandbox_root=Path("/tmp"), simulated=True)
+                           for h in hosts])
+
+
+def test_fleet_registers_every_host_with_its_own_incarnation() -> None:
+    regs = fleet("h1", "h2", "h3").after_replay(0)
+    assert [(e.type, e.key, e.body["incarnation"]) for e in regs] == [
+        ("HostRegistered", "h1", "inc-h1"), ("HostRegistered", "h2", "inc-h2"),
+        ("HostRegistered", "h3", "inc-h3")]
+
+
+def test_fleet_routes_a_request_to_the_host_it_names_only() -> None:
+    core = fleet("h1", "h2")
+    kill = {"host": "h2", "at": 0, "kills": [
+        {"job_id": "j", "instance": 0, "run": 1, "grace_period_s": 1.0}]}
+    assert core.handle("TaskKillRequested", kill, 0) == []
+    assert core.handle("TaskKillRequested", {**kill, "host": "elsewhere"}, 0) == []
+    statuses = [e for e in core.tick(10) if e.type == "TaskStatusReported"]
+    assert [(e.key, [s["state"] for s in e.body["statuses"]]) for e in statuses] == [
+        ("h2", ["KILLED"])]

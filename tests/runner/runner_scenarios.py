@@ -1,0 +1,48 @@
+"""Shared pieces of the runner scenarios: jobs by shape, and what a stuck run looks like."""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from peloton.bus.service import ServiceCore
+from peloton.runner import SERVICES, MemoryRunner, batch_job
+
+
+def small_jobs(rng: random.Random, prefix: str, n: int, max_tasks: int = 8,
+               durations: tuple[float, ...] = (1.0,)) -> list[dict[str, Any]]:
+    """`n` jobs of 1..max_tasks tasks of 0.1 cpu."""
+    return [batch_job(f"{prefix}-{i}", rng.randint(1, max_tasks), cpu=0.1,
+                      duration_s=rng.choice(durations)) for i in range(n)]
+
+
+def with_retention(retention_ms: int) -> dict[str, Callable[[], ServiceCore]]:
+    """The usual services, each with a retention window of `retention_ms` where its
+    adapter takes one (`retention_ms` or `retention_s`)."""
+    out: dict[str, Callable[[], ServiceCore]] = {}
+    for name, factory in SERVICES.items():
+        params = inspect.signature(factory).parameters
+        if "retention_ms" in params:
+            out[name] = partial(factory, retention_ms=retention_ms)
+        elif "retention_s" in params:
+            out[name] = partial(factory, retention_s=retention_ms / 1000)
+        else:
+            out[name] = factory
+    return out
+
+
+def stuck_summary(runner: MemoryRunner, limit: int = 5) -> str:
+    """Jobs by state, stuck tasks by (state, reason), and a few stuck runs."""
+    w = runner.watch
+    stuck = w.stuck_tasks()
+    kinds = Counter((v.state, v.reason.split(":")[0]) for v in stuck.values())
+    some = [f"{j}-{i} run {v.run} {v.state} on {v.host}" for (j, i), v in
+            list(stuck.items())[:limit]]
+    backlog = {name: n for name, n in runner.backlog().items() if n}
+    return (f"jobs by state {w.states()}; {len(stuck)} stuck tasks by (state, reason) "
+            f"{dict(kinds)}; e.g. {some}; unread {backlog}; "
+            f"errors {runner.errors[:3]}")
