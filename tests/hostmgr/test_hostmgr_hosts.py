@@ -221,7 +221,7 @@ def test_a_terminal_agent_status_releases_the_run(state: str) -> None:
     assert launched(place(book, placement("j1", 0, "h1", cpu=3, ports={"http": 31000})))
     book.fold("TaskStatusReported", agent_status("h1", "j1", 0, state))
     host = book.hosts["h1"]
-    assert host.allocated == Resources() and host.used_ports == set() and host.runs == {}
+    assert host.allocated == Resources() and not host.used_ports and host.runs == {}
     assert launched(place(book, placement("j1", 1, "h1", cpu=4, ports={"http": 31000}),
                           now=200))
 
@@ -234,13 +234,33 @@ def test_a_live_agent_status_keeps_the_run(state: str) -> None:
     assert book.hosts["h1"].allocated.cpu == 3
 
 
-def test_statuses_from_another_incarnation_or_run_release_nothing() -> None:
+def test_statuses_from_another_incarnation_or_host_release_nothing() -> None:
     book = book_with("h1")
     assert launched(place(book, placement("j1", 0, "h1", cpu=3)))
     book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "FAILED", incarnation="x"))
-    book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "FAILED", run=2))
     book.fold("TaskStatusReported", agent_status("h2", "j1", 0, "FAILED"))
+    book.fold("TaskStatusReported", agent_status("h1", "j1", 1, "FAILED"))
     assert book.hosts["h1"].allocated.cpu == 3
+
+
+def test_a_bogus_huge_run_number_does_not_stall_the_fold() -> None:
+    book = book_with("h1")
+    assert launched(place(book, placement("j1", 0, "h1", cpu=3)))
+    book.fold("PlacementMade", placement_made(placement("j1", 0, "h1", run=5), round_=900),
+              received_ms=100)
+    book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "FAILED", run=10**15))
+    assert book.pending == {} and set(book.hosts["h1"].runs) == {("j1", 0, 1)}
+
+
+def test_the_end_of_a_later_run_leaves_an_earlier_run_held_until_its_own_end() -> None:
+    """Run 1 may be a stray launch still running (the job manager killed it as PLACED
+    while we launched it): only its own end or its host's loss frees its room."""
+    book = book_with("h1", "h2")
+    assert launched(place(book, placement("j1", 0, "h1", cpu=3)))
+    book.fold("TaskStatusReported", agent_status("h2", "j1", 0, "FAILED", run=2))
+    assert book.hosts["h1"].allocated.cpu == 3
+    book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "KILLED", run=1))
+    assert book.hosts["h1"].allocated == Resources()
 
 
 @pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "KILLED", "LOST"])
@@ -258,7 +278,8 @@ def test_releasing_twice_releases_once() -> None:
     status = agent_status("h1", "j1", 0, "SUCCEEDED")
     book.fold("TaskStatusReported", status)
     book.fold("TaskStatusReported", status)
-    book.fold("TaskStateChanged", task_state_changed("j1", (0, "SUCCEEDED"), host="h1"))
+    book.fold("TaskStateChanged", task_state_changed("j1", (0, "SUCCEEDED"), host="h1",
+                                                     previous="RUNNING"))
     assert book.hosts["h1"].allocated == Resources(1, 64)
 
 
@@ -488,6 +509,27 @@ def test_a_placement_of_a_run_that_already_ended_is_moot() -> None:
               received_ms=100)
     book.fold("TaskStateChanged", task_state_changed("j1", (1, "KILLED"), previous="PLACED"))
     assert tick(book, 200) == [] and book.hosts["h1"].allocated == Resources()
+
+
+def test_a_kill_of_a_placed_run_read_after_our_launch_keeps_its_room_until_the_agent_ends_it(
+        ) -> None:
+    """Found by the live property: the job manager kills a run it knows only as PLACED
+    while we launch it. The agent runs our launch until it reports the run's end, so the
+    kill alone must not free the room (that double-booked the host)."""
+    book = book_with("h1")
+    assert launched(place(book, placement("j1", 0, "h1", cpu=3, ports={"http": 31000})))
+    book.fold("TaskStateChanged", task_state_changed("j1", (0, "KILLED"), previous="PLACED"))
+    assert book.hosts["h1"].allocated.cpu == 3
+    out = place(book, placement("j1", 1, "h1", cpu=2, ports={"http": 31000}), now=200)
+    assert rejections(out) == [("j1", 1, "host h1 no longer fits: cpu 2>1")]
+    book.fold("TaskStatusReported", agent_status("h1", "j1", 0, "KILLED"))
+    assert book.hosts["h1"].allocated == Resources() and not book.hosts["h1"].used_ports
+    # and no placement of the withdrawn run is decided, whatever its round
+    book.fold("PlacementMade", placement_made(placement("j1", 2, "h1"), round_=10**9))
+    book.fold("TaskStateChanged", task_state_changed("j1", (2, "KILLED"), previous="READY"))
+    assert book.pending == {}
+    book.fold("PlacementMade", placement_made(placement("j1", 2, "h1"), round_=10**10))
+    assert book.pending == {} and launched(tick(book, 300)) == []
 
 
 def test_a_newer_run_placed_before_the_old_ones_placement_was_read() -> None:

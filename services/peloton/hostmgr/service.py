@@ -22,9 +22,10 @@ class HostManagerCore:
     snapshot_version: int = snapshot.VERSION
 
     def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05,
-                 retention_s: float = 600.0, hold_s: float = 10.0) -> None:
+                 retention_s: float = 600.0, hold_s: float = 10.0,
+                 restart_grace_s: float = 10.0) -> None:
         self.book = HostBook(int(heartbeat_timeout_s * 1000), int(retention_s * 1000),
-                             int(hold_s * 1000))
+                             int(hold_s * 1000), int(restart_grace_s * 1000))
         self.tick_interval: float | None = tick_interval
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
@@ -39,7 +40,8 @@ class HostManagerCore:
 
     def after_replay(self, now: int) -> list[Event]:
         # heartbeats in the log are old by now (and not replayed): every host gets a fresh
-        # timeout window, and is offered again at the first tick
+        # timeout window and a grace (our consumers still have to join their group before
+        # they read live heartbeats), and is offered again at the first tick
         self.book.after_restart(now)
         return []
 

@@ -13,7 +13,13 @@ Contract:
     HostRegistered was not read yet is applied when it registers;
   * a run's end (agent status or job event) read before its launch or placement makes
     that launch hold nothing and that placement moot (no launch, no rejection: everyone
-    else learned of the end from the same facts);
+    else learned of the end from the same facts); placements of earlier runs of the task
+    are moot too. Resources are released only by the run's own end or its host's loss,
+    never by a later run's end (an earlier run may be a stray launch still running). A
+    job event ending a run the job manager never saw launched (from a state before
+    LAUNCHING: a kill of a queued or placed run) withdraws its placement but does not
+    end our launch of it, if there is one: the agent runs that launch until it reports
+    its end (or the host is lost), so it keeps holding its room (`_withdrawn`);
   * a HostLost read after a launch decided later (the host came back meanwhile) does not
     take that launch's allocation: a loss covers the launches decided at or before it.
   So any interleaving of per-topic-ordered facts gives the same host allocations.
@@ -24,21 +30,32 @@ Contract:
   hosts whose free resources changed are offered again (OfferReceived). The state change
   of a tick is exactly the fold of the events it returns (plus `prune`).
 - Heartbeats (HostStatusReported) count only when read live (`received_ms` given): the
-  fold of a replayed heartbeat does nothing, because liveness after a restart starts
-  fresh anyway. A heartbeat of a host declared lost brings it back (a stall, not a crash).
-- Slack: an offer's `slack` is what revocable tasks may use on the host: the resources
-  allocated to no run, the same figures as `free`. Revocable and non-revocable placements
-  are validated against the host's one allocation, so a host is never double-booked; in
-  a batch, non-revocable placements are validated first, so where both want the same room
-  the non-revocable one gets it (taking room back from revocable runs that already hold
-  it is the resource manager's preemption, not the host manager's).
+  fold of a replayed heartbeat does nothing (the shell skips them unread on replay, see
+  service.py), because liveness after a restart starts fresh: `after_restart(now_ms)`
+  gives every host a new silence window from `now_ms`, and no host is declared lost for
+  silence before `now_ms + restart_grace_ms` (the shell's consumers need seconds to join
+  their group and read the first live heartbeats). A heartbeat of a host declared lost
+  brings it back (a stall, not a crash).
+- Slack: an offer's `slack` is what revocable tasks may use on the host. Peloton's slack
+  is what non-revocable tasks were allocated but do not use, measured by the agents; our
+  agents report no usage (a heartbeat lists run ids only), so the host manager cannot
+  overcommit safely and offers as slack the resources allocated to no run (revocable or
+  not): `slack == free`, the same figures, from one allocation. Revocable and
+  non-revocable placements are validated against that one allocation, so a host is never
+  double-booked; in a batch, non-revocable placements are validated first, so where both
+  want the same room the non-revocable one gets it (taking room back from revocable runs
+  that already hold it is the resource manager's preemption, not the host manager's).
+  A reader of an offer must therefore treat `free` and `slack` as ONE pool: a run placed
+  or launched (revocable or not) and not yet counted by an offer takes room from both.
 - Bounded state (`prune`, run from tick every retention_ms / 10 of event time): a job's
   record (spec, ended runs, decided rounds) leaves once the job is terminal (or its
   JobCreated was never seen), no run of it holds resources or waits for a decision, and no
   fact about it arrived for `retention_ms`. Per live job it keeps one ended run and at
   most one decided round per task. Early facts for an incarnation that never registered
   leave after `retention_ms`; `orphaned` and `offered` have one entry per host at most;
-  hosts themselves stay (the cluster's size bounds them).
+  hosts themselves stay (the cluster's size bounds them). A host's runs are released by
+  their end (agent status or job event) or by the loss of the host, never by retention:
+  a terminal job whose runs still hold resources stays.
 Time comes in as now_ms / received_ms; event times (`at`) come from the events themselves.
 """
 
@@ -61,19 +78,39 @@ from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
-from peloton.model.taskstate import TERMINAL, TERMINAL_JOB
+from peloton.model.taskstate import TERMINAL, TERMINAL_JOB, TaskState, stage
 
 __all__ = ["HostBook"]
 
 Body = dict[str, Any]
 
+_WITHDRAWN = 2**62
+"""The round recorded as decided for a run withdrawn by the job manager: newer than any
+placement round, so no placement of the run is decided after."""
+_LAUNCHING = stage(TaskState.LAUNCHING)
+
+
+def _before_launch(previous: Any) -> bool:
+    """Whether a run ending from state `previous` was never seen launched by the job
+    manager (an unknown state counts as seen: the old rule, release)."""
+    try:
+        return stage(previous) < _LAUNCHING
+    except (KeyError, ValueError):
+        return False
+
+
+_SCAN_GAP = 64
+"""A run's end visits the runs it ends one by one up to this many; beyond, it looks at the
+waiting placements instead (a bogus run number must not stall the fold)."""
+
 
 class HostBook:
     def __init__(self, heartbeat_timeout_ms: int = 5000, retention_ms: int = 600_000,
-                 hold_ms: int = 10_000) -> None:
+                 hold_ms: int = 10_000, restart_grace_ms: int = 10_000) -> None:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.retention_ms = retention_ms
         self.hold_ms = hold_ms
+        self.restart_grace_ms = restart_grace_ms
         self.hosts: dict[str, HostRecord] = {}
         self.jobs: dict[str, JobRecord] = {}
         # placements awaiting a decision (the latest round per run)
@@ -82,6 +119,7 @@ class HostBook:
         self.orphaned: dict[tuple[str, str], list[str]] = {}  # (host, old incarnation) -> runs
         self.offered: dict[str, int] = {}  # host -> generation last offered
         self.next_prune = 0
+        self.grace_until = 0  # no host is lost for silence before (set by after_restart)
 
     # ---- fold -----------------------------------------------------------------------
     def fold(self, etype: str, body: Body, received_ms: int | None = None) -> None:
@@ -110,7 +148,8 @@ class HostBook:
             if received_ms is not None and old.incarnation == incarnation:
                 old.last_seen_ms = max(old.last_seen_ms, received_ms)
             return
-        generation, past = 1, ()
+        generation = 1
+        past: tuple[str, ...] = ()
         if old is not None:
             if old.available and old.runs:
                 self.orphaned[(name, old.incarnation)] = sorted(run_id(*k) for k in old.runs)
@@ -158,10 +197,26 @@ class HostBook:
         for ch in body["changes"]:
             if ch["state"] in TERMINAL:
                 key = (body["job_id"], ch["instance"], ch["run"])
+                if _before_launch(ch.get("previous_state")):
+                    self._withdrawn(key, body["at"])
+                    continue
                 self._ended(key, body["at"])
                 where = job.on_host.get(key[1:])
                 if where is not None:
                     self._release(self.hosts[where], key)
+
+    def _withdrawn(self, key: RunKey, at: int) -> None:
+        """The job manager ended run `key` before it saw it launched (a kill of a queued
+        or placed run). No placement of it may launch any more; but a launch of ours it
+        had not read yet reaches the agent, which runs it until it reports the run's end
+        (or the host is lost): such a launch keeps holding its room until then."""
+        job = self._job(key[0], at)
+        if job.has_ended(key[1], key[2]):
+            return
+        self.pending.pop(key, None)
+        decided = job.decided.get(key[1])
+        if decided is None or decided < (key[2], _WITHDRAWN):
+            job.decided[key[1]] = (key[2], _WITHDRAWN)
 
     def _job_state(self, body: Body, _: int | None) -> None:
         job = self._job(body["job_id"], body["at"])
@@ -174,7 +229,9 @@ class HostBook:
             job.spec = JobSpec.from_body(body)
 
     def _ended(self, key: RunKey, at: int) -> None:
-        """Run `key` (and so every earlier run of its task) has ended."""
+        """Run `key` (and so every earlier run of its task) has ended: no placement of
+        them waits. What run `key` holds is released by the caller, who knows where it
+        ran; earlier runs still held are left to their own end or their host's loss."""
         job = self._job(key[0], at)
         instance, run = key[1], key[2]
         before = job.ended.get(instance, 0)
@@ -184,15 +241,22 @@ class HostBook:
         decided = job.decided.get(instance)
         if decided is not None and decided[0] <= run:
             del job.decided[instance]
-        for moot in range(before + 1, run + 1):  # amortised: each run is visited once
-            self.pending.pop((key[0], instance, moot), None)
+        if run - before <= _SCAN_GAP:  # amortised: each run is visited once
+            moot = list(range(before + 1, run + 1))
+        else:  # a gap of many runs (bad data?): look at what waits, never count it out
+            moot = [k[2] for k in self.pending if k[:2] == key[:2] and before < k[2] <= run]
+        for r in moot:
+            self.pending.pop((key[0], instance, r), None)
 
     def _release(self, host: HostRecord, key: RunKey) -> None:
         alloc = host.runs.pop(key, None)
         if alloc is None:
             return
         host.allocated = (host.allocated - alloc.resources).clamp_non_negative()
-        host.used_ports.difference_update(alloc.ports)
+        host.used_ports.subtract(alloc.ports)
+        for port in alloc.ports:
+            if host.used_ports[port] <= 0:
+                host.used_ports.pop(port, None)
         host.job_counts[key[0]] -= 1
         if host.job_counts[key[0]] <= 0:
             del host.job_counts[key[0]]
@@ -298,8 +362,8 @@ class HostBook:
     # ---- decide ---------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
         events: list[Event] = []
-        for stage in (self._losses, self._validate, self._offers):
-            decided = stage(now_ms)
+        for decide in (self._losses, self._validate, self._offers):
+            decided = decide(now_ms)
             for ev in decided:
                 self.fold(ev.type, ev.body)
             events += decided
@@ -315,7 +379,8 @@ class HostBook:
         for name in sorted(self.hosts):
             host = self.hosts[name]
             silent = now_ms - host.last_seen_ms
-            if host.available and silent > self.heartbeat_timeout_ms:
+            if (host.available and silent > self.heartbeat_timeout_ms
+                    and now_ms >= self.grace_until):
                 events.append(Event("HostLost", name, {
                     "host": name, "incarnation": host.incarnation, "at": now_ms,
                     "reason": f"no heartbeat for {silent / 1000:.1f}s",
@@ -373,7 +438,7 @@ class HostBook:
                               for k in p.resources.exceeding(free))
             return f"host {host.name} no longer fits: {short}", False
         ports = {x for _, x in p.ports}
-        if (ports & host.used_ports or ports & ports_taken
+        if (any(x in host.used_ports for x in ports) or ports & ports_taken
                 or any(not host.port_begin <= x <= host.port_end for x in ports)):
             return f"host {host.name}: ports {sorted(ports)} taken or out of range", False
         return None, False
@@ -416,9 +481,12 @@ class HostBook:
 
     def after_restart(self, now_ms: int) -> None:
         """After a replay or a restore: liveness starts afresh (old heartbeats say
-        nothing about now) and every host is offered again."""
+        nothing about now, and none was replayed): every host's silence counts from
+        `now_ms`, none is declared lost for silence before `now_ms + restart_grace_ms`,
+        and every host is offered again."""
         for host in self.hosts.values():
             host.last_seen_ms = max(host.last_seen_ms, now_ms)
+        self.grace_until = max(self.grace_until, now_ms + self.restart_grace_ms)
         self.offered.clear()
 
 

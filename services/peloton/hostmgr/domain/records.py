@@ -52,7 +52,10 @@ class HostRecord:
     generation: int = 0
     past: tuple[str, ...] = ()
     """Earlier incarnations, oldest first (at most PAST_INCARNATIONS)."""
-    used_ports: set[int] = field(default_factory=set)  # derived from runs
+    used_ports: Counter[int] = field(default_factory=Counter)
+    """Derived from runs: port -> how many runs hold it (no zero entries). A multiset,
+    not a set: read out of order, a run's launch can be applied before the end of the
+    earlier run that held the same port, and that end must not free the port."""
     job_counts: Counter[str] = field(default_factory=Counter)  # derived; no zero entries
 
     @property
@@ -61,8 +64,10 @@ class HostRecord:
 
     @property
     def slack(self) -> Resources:
-        """What revocable tasks may use: the resources allocated to no run (see the
-        contract in hosts.py). Today the same figures as `free`."""
+        """What revocable tasks may use (OfferReceived v2 `slack`): the resources
+        allocated to no run, revocable or not, so the same figures as `free` and the same
+        pool (agents report no usage, so unused allocations cannot be lent; see the
+        contract in hosts.py)."""
         return self.free
 
 

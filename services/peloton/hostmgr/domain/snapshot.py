@@ -4,8 +4,9 @@
 the book's state with it, so `load(b2, dump(b1))` makes b2 behave exactly as b1 (floats
 are kept as they are, so sums are bit-for-bit the same). Derived indexes (a host's used
 ports and per-job counts, a job's runs on hosts) are rebuilt from the runs. `load` raises
-KeyError, TypeError or ValueError on data it cannot read, and then leaves the book as
-it was. Bump `VERSION` whenever the shape changes.
+KeyError, TypeError or ValueError on data it cannot read (any other error of reading is
+raised as a ValueError), and then leaves the book as it was. Bump `VERSION` whenever the
+shape changes (2: `grace_until`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from peloton.model.spec import JobSpec
 
 __all__ = ["VERSION", "dump", "load"]
 
-VERSION = 1
+VERSION = 2
 
 
 def _res(r: Resources) -> list[float]:
@@ -68,7 +69,7 @@ def _host_of(name: str, v: dict[str, Any]) -> HostRecord:
 def _job(j: JobRecord) -> dict[str, Any]:
     return {"spec": j.spec.to_body() if j.spec is not None else None,
             "terminal": j.terminal, "last_at": j.last_at,
-            "ended": sorted(j.ended.items()),
+            "ended": [[i, r] for i, r in sorted(j.ended.items())],
             "decided": sorted([i, r, n] for i, (r, n) in j.decided.items())}
 
 
@@ -93,10 +94,21 @@ def dump(book: HostBook) -> dict[str, Any]:
         "orphaned": [[host, inc, runs] for (host, inc), runs in sorted(book.orphaned.items())],
         "offered": dict(sorted(book.offered.items())),
         "next_prune": book.next_prune,
+        "grace_until": book.grace_until,
     }
 
 
 def load(book: HostBook, state: dict[str, Any]) -> None:
+    try:
+        _load(book, state)
+    except (KeyError, TypeError, ValueError):
+        raise
+    except (AttributeError, IndexError, LookupError, ArithmeticError) as exc:
+        # e.g. a list where a mapping belongs: still "cannot read", never a crash
+        raise ValueError(f"unreadable hostmgr snapshot: {exc!r}") from exc
+
+
+def _load(book: HostBook, state: dict[str, Any]) -> None:
     hosts = {str(name): _host_of(str(name), v) for name, v in state["hosts"].items()}
     jobs = {str(job_id): _job_of(v) for job_id, v in state["jobs"].items()}
     for host in hosts.values():
@@ -117,7 +129,8 @@ def load(book: HostBook, state: dict[str, Any]) -> None:
     orphaned = {(str(h), str(inc)): [str(r) for r in runs]
                 for h, inc, runs in state["orphaned"]}
     offered = {str(h): int(g) for h, g in state["offered"].items()}
-    next_prune = int(state["next_prune"])
+    next_prune, grace_until = int(state["next_prune"]), int(state["grace_until"])
     # everything read: only now replace the book's state
     book.hosts, book.jobs, book.pending, book.early = hosts, jobs, pending, early
     book.orphaned, book.offered, book.next_prune = orphaned, offered, next_prune
+    book.grace_until = grace_until
