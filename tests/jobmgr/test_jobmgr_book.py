@@ -14,12 +14,10 @@ host losses, kills, re-deliveries, reconciles):
 from __future__ import annotations
 
 import copy
-import functools
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-import hypothesis.strategies as st
 import pytest
 from event_bodies import (
     agent_status,
@@ -37,82 +35,13 @@ from event_bodies import (
     tasks_preempted,
 )
 from hypothesis import HealthCheck, given, settings
+from jobmgr_driver import RECONCILE, Body, Jobmgr, changes, job_states, types
+from jobmgr_inputs import STEP_KINDS, Input, input_streams
 
-from peloton.jobmgr.domain.book import SYSTEM_RETRIES, JobBook, TaskRecord
+from peloton.jobmgr.domain.book import SYSTEM_RETRIES, JobBook
 from peloton.jobmgr.domain.states import TERMINAL, TaskState, can_transition
 from peloton.jobmgr.domain.validation import validate_submission
 from peloton.model.event import Event
-
-Body = dict[str, Any]
-PUBLIC = ("JobSubmitted", "JobKillRequested")
-RECONCILE = "reconcile"  # a pseudo input: the shell's periodic reconcile
-
-
-class Jobmgr:
-    """A JobBook under test, its clock and its log (public inputs + emitted events)."""
-
-    def __init__(self) -> None:
-        self.book = JobBook()
-        self.now = 0
-        self.log: list[tuple[str, Body]] = []
-
-    def send(self, etype: str, body: Body | None = None) -> list[Event]:
-        self.now += 10
-        if etype == RECONCILE:
-            out = self.book.reconcile(self.now)
-        else:
-            assert body is not None
-            if etype in PUBLIC:  # the book keeps these bodies: give it its own copy
-                body = copy.deepcopy(body)
-                self.log.append((etype, body))
-            out = self.book.handle(etype, body, self.now)
-        self.log += [(e.type, e.body) for e in out]
-        return out
-
-    def task(self, job_id: str, instance: int) -> TaskRecord:
-        return self.book.jobs[job_id].tasks[instance]
-
-    def states(self, job_id: str) -> list[str]:
-        return [t.state.value for t in self.book.jobs[job_id].tasks]
-
-    def job_state(self, job_id: str) -> str:
-        return self.book.jobs[job_id].state.value
-
-    # ---- moving tasks along the happy path ------------------------------------------
-    def submit(self, job_id: str, instances: int = 1, **kw: Any) -> list[Event]:
-        return self.send("JobSubmitted", job_submitted(job_id, instances, **kw))
-
-    def to_launching(self, job_id: str, instance: int, host: str, run: int = 1) -> None:
-        self.send("TasksAdmitted", tasks_admitted(job_id, instance, run=run))
-        self.send("PlacementMade", placement_made(placement(job_id, instance, host, run=run)))
-        self.send("TaskLaunchRequested", launch_requested(host, launch(job_id, instance,
-                                                                       run=run)))
-
-    def to_running(self, job_id: str, instance: int, host: str, run: int = 1) -> list[Event]:
-        self.to_launching(job_id, instance, host, run)
-        return self.send("TaskStatusReported",
-                         agent_status(host, job_id, instance, "RUNNING", run=run))
-
-    def status(self, host: str, job_id: str, instance: int, state: str, run: int = 1,
-               **kw: Any) -> list[Event]:
-        return self.send("TaskStatusReported",
-                         agent_status(host, job_id, instance, state, run=run, **kw))
-
-
-def types(events: list[Event]) -> list[str]:
-    return [e.type for e in events]
-
-
-def changes(events: list[Event]) -> list[tuple[str, int, int, str, str]]:
-    """(job, instance, run, previous_state, state) of every TaskStateChanged change."""
-    return [(e.body["job_id"], c["instance"], c["run"], c["previous_state"], c["state"])
-            for e in events if e.type == "TaskStateChanged" for c in e.body["changes"]]
-
-
-def job_states(events: list[Event]) -> list[tuple[str, str]]:
-    return [(e.body["previous_state"], e.body["state"]) for e in events
-            if e.type == "JobStateChanged"]
-
 
 # =============================================================== named scenarios
 
@@ -539,73 +468,6 @@ def test_killing_a_job_while_a_task_is_being_preempted_asks_the_agent_once() -> 
 
 
 # ================================================================== properties
-
-HOSTS = ("h1", "h2", "h3")
-AGENT_STATES = ("LAUNCHED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED")
-STEP_KINDS = ("admit", "admit", "place", "place", "reject", "launch", "launch", "status",
-              "status", "status", "host_lost", "kill", "duplicate", "reconcile",
-              "placement_failed", "preempt")
-Input = tuple[str, Body | None]
-_submitted = functools.cache(job_submitted)  # the YAML round trip is the slow part
-
-
-@st.composite
-def input_streams(draw: st.DrawFn, kinds: tuple[str, ...] = STEP_KINDS) -> list[Input]:
-    """Plausible inputs, drawn against a shadow book so runs and hosts are near reality
-    (current run, or one before/after; the task's host, or another)."""
-    shadow = Jobmgr()
-    inputs: list[Input] = []
-
-    def send(etype: str, body: Body | None) -> None:
-        inputs.append((etype, body))
-        shadow.send(etype, body)
-
-    job_ids = [f"j{j}" for j in range(draw(st.integers(1, 2)))]
-    for job_id in job_ids:
-        send("JobSubmitted", _submitted(job_id, draw(st.integers(1, 3)),
-                                        max_failures=draw(st.integers(0, 2)), grace_s=2))
-    if draw(st.booleans()):
-        send("JobSubmitted", _submitted("bad", 1, cpu=0))
-    for _ in range(draw(st.integers(0, 30))):
-        kind = draw(st.sampled_from(kinds))
-        if kind == "reconcile":
-            send(RECONCILE, None)
-            continue
-        if kind == "duplicate":
-            send(*draw(st.sampled_from(inputs)))
-            continue
-        job_id = draw(st.sampled_from(job_ids))
-        job = shadow.book.jobs[job_id]
-        instance = draw(st.integers(0, len(job.tasks) - 1))
-        task = job.tasks[instance]
-        run = max(1, task.run + draw(st.sampled_from((0, 0, 0, 0, -1, 1))))
-        host = task.host if task.host and draw(st.booleans()) else draw(st.sampled_from(HOSTS))
-        if kind == "admit":
-            send("TasksAdmitted", tasks_admitted(job_id, instance, run=run))
-        elif kind == "place":
-            send("PlacementMade", placement_made(placement(job_id, instance, host, run=run)))
-        elif kind == "reject":
-            send("PlacementRejected", placement_rejected(job_id, instance, host, run=run))
-        elif kind == "launch":
-            send("TaskLaunchRequested", launch_requested(host, launch(job_id, instance,
-                                                                      run=run)))
-        elif kind == "status":
-            state = draw(st.sampled_from(AGENT_STATES))
-            send("TaskStatusReported", agent_status(host, job_id, instance, state, run=run,
-                                                    exit_code=1 if state == "FAILED" else None))
-        elif kind == "host_lost":  # as the host manager reports it: the runs on the host
-            on_host = sorted(f"{j}-{t.instance}-{t.run}" for j, jb in shadow.book.jobs.items()
-                             for t in jb.tasks if t.host == host)
-            send("HostLost", host_lost(host, runs=on_host))
-        elif kind == "kill":
-            some = draw(st.lists(st.integers(0, len(job.tasks) - 1), max_size=2, unique=True))
-            send("JobKillRequested", job_kill_requested(job_id, *some))
-        elif kind == "placement_failed":
-            send("PlacementFailed", placement_failed(job_id, instance, run=run))
-        elif kind == "preempt":
-            send("TasksPreempted", tasks_preempted(job_id, instance, run=run))
-    return inputs
-
 
 def run_inputs(inputs: list[Input]) -> tuple[Jobmgr, list[list[Event]]]:
     jm = Jobmgr()

@@ -58,10 +58,11 @@ def test_a_good_submission_becomes_job_created() -> None:
                instance_cpu={2: 1.5})
     created, problems = validate_submission(sub, POOLS, LEAVES, 77)
     assert problems == []
-    spec = {"resources": {"cpu": 0.5, "memory": 64.0, "disk": 0.0, "gpu": 0.0},
-            "command": "echo hi", "env": {}, "constraint_json": None, "max_failures": 2,
-            "labels": {}, "ports": ["http:PORT_HTTP"], "kill_grace_period_s": 3.0,
-            "controller": False, "revocable": False}
+    spec: dict[str, Any] = {
+        "resources": {"cpu": 0.5, "memory": 64.0, "disk": 0.0, "gpu": 0.0},
+        "command": "echo hi", "env": {}, "constraint_json": None, "max_failures": 2,
+        "labels": {}, "ports": ["http:PORT_HTTP"], "kill_grace_period_s": 3.0,
+        "controller": False, "revocable": False}
     assert created == {
         "job_id": "j1", "at": 77, "name": "job", "owner": "team-test", "type": "BATCH",
         "respool": "/default", "labels": {}, "instance_count": 3, "priority": 4,

@@ -50,6 +50,8 @@ def test_aliases_command_and_http_get() -> None:
     ({"type": "HTTP"}, "healthCheck.httpCheck: an HTTP check needs"),
     ({"type": "HTTP", "httpCheck": {"path": "x", "port": 1}}, "healthCheck.httpCheck.path"),
     ({"type": "HTTP", "httpCheck": {"port": 70000}}, "healthCheck.httpCheck.port"),
+    ({"type": "HTTP", "httpGet": {"port": 0}}, "healthCheck.httpGet.port"),
+    ({"type": "HTTP", "httpGet": "/health"}, "healthCheck.httpGet: an HTTP check needs"),
     ({"type": "COMMAND", "command": "x", "intervalSecs": 0}, "healthCheck.intervalSecs: must"),
     ({"type": "COMMAND", "command": "x", "timeoutSecs": "5"}, "healthCheck.timeoutSecs: must"),
     ({"type": "COMMAND", "command": "x", "maxConsecutiveFailures": True},

@@ -224,6 +224,10 @@ WRONG_TYPES = [
     ("labels: [a]\n", "labels[0]: must be {key: ..., value: ...}"),
     ("labels: 5\n", "labels: must be a list of {key, value} or a mapping"),
     ("instanceConfig: [1]\n", "instanceConfig: must map instance numbers to overrides"),
+    ("defaultConfig: {controller: 'yes'}\n",
+     "defaultConfig.controller: must be true or false, got 'yes'"),
+    ("instanceConfig: {0: {revocable: 1}}\n",
+     "instanceConfig.0.revocable: must be true or false, got 1"),
 ]
 
 
@@ -301,6 +305,15 @@ VALUE_PROBLEMS = [
     ("unknown pool, pools not known yet", BASE + "respool: /nope\n", None, []),
     ("no instanceCount", BASE.replace("instanceCount: 3\n", ""), None,
      ["instanceCount: must be 1..100000, got 0"]),
+    ("controller on instance 1", BASE + "instanceConfig: {1: {controller: true}}\n", None,
+     ["instanceConfig.1.controller: only instance 0 may be a controller task"]),
+    ("controller for every instance", BASE.replace("command: {value: run}",
+                                                   "command: {value: run}\n  controller: true"),
+     None, ["defaultConfig.controller: only instance 0 may be a controller task (set "
+            "controller in instanceConfig.0 instead)"]),
+    ("revocable task, job not preemptible",
+     BASE + "sla: {preemptible: false}\ninstanceConfig: {2: {revocable: true}}\n", None,
+     ["instanceConfig.2.revocable: revocable tasks need a preemptible job (sla.preemptible)"]),
 ]
 
 
@@ -323,3 +336,26 @@ def test_a_job_file_that_is_not_a_mapping_says_so(text: str, kind: str) -> None:
 def test_ports_that_are_not_a_list_say_so() -> None:
     problems = file_problems("name: x\ndefaultConfig: {ports: 5}\n")
     assert len(problems) == 1 and problems[0].startswith("defaultConfig.ports: must be a list")
+
+
+def test_controller_and_task_level_revocable_reach_job_created() -> None:
+    text = BASE + textwrap.dedent("""\
+        sla: {preemptible: true}
+        instanceConfig:
+          0: {controller: true}
+          2: {revocable: true}
+    """)
+    sub = parse(text)
+    assert sub["default_config"]["controller"] is None  # not set: as the default
+    assert sub["instance_config"]["0"]["controller"] is True
+    assert sub["instance_config"]["2"]["revocable"] is True
+    created, problems = validate_submission(sub, None, None, 0)
+    assert problems == [] and created is not None
+    codec = default_codec()
+    assert codec.decode(codec.encode("JobCreated", created)) == ("JobCreated", created)
+    tasks = created["instance_tasks"]
+    assert sorted(tasks) == ["0", "2"]
+    assert (tasks["0"]["controller"], tasks["0"]["revocable"]) == (True, False)
+    assert (tasks["2"]["controller"], tasks["2"]["revocable"]) == (False, True)
+    assert (created["default_task"]["controller"], created["default_task"]["revocable"]) == (
+        False, False)

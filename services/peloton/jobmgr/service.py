@@ -1,7 +1,18 @@
-"""The job manager service: the JobBook core inside the common service shell."""
+"""The job manager service: the JobBook core inside the common service shell.
+
+Settings (`JobManagerCore.from_env`, read once by `peloton serve jobmgr`; seconds, 0 turns
+a timeout off; defaults are Peloton's, see `jobmgr.domain.timeouts` and `retention`):
+
+    PELOTON_JOBMGR_PLACEMENT_TIMEOUT_S   READY not placed -> PENDING      (600)
+    PELOTON_JOBMGR_PLACEMENT_BACKOFF_S   placement backoff unit           (300)
+    PELOTON_JOBMGR_PREEMPT_TIMEOUT_S     PREEMPTING not ended -> RUNNING  (600)
+    PELOTON_JOBMGR_RETENTION_S           terminal jobs stay in memory     (600)
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from peloton.jobmgr.domain.book import JobBook
@@ -10,7 +21,26 @@ from peloton.jobmgr.domain.snapshot import SNAPSHOT_VERSION, book_from_data, boo
 from peloton.jobmgr.domain.timeouts import Timeouts
 from peloton.model.event import Event
 
-__all__ = ["JobManagerCore"]
+__all__ = ["JobManagerCore", "ENV_PLACEMENT_TIMEOUT", "ENV_PLACEMENT_BACKOFF",
+           "ENV_PREEMPT_TIMEOUT", "ENV_RETENTION"]
+
+ENV_PLACEMENT_TIMEOUT = "PELOTON_JOBMGR_PLACEMENT_TIMEOUT_S"
+ENV_PLACEMENT_BACKOFF = "PELOTON_JOBMGR_PLACEMENT_BACKOFF_S"
+ENV_PREEMPT_TIMEOUT = "PELOTON_JOBMGR_PREEMPT_TIMEOUT_S"
+ENV_RETENTION = "PELOTON_JOBMGR_RETENTION_S"
+
+
+def _ms(environ: Mapping[str, str], name: str, default_ms: int) -> int:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return default_ms
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}: seconds expected, got {raw!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{name}: must be a number of seconds >= 0, got {raw!r}")
+    return round(seconds * 1000)
 
 
 class JobManagerCore:
@@ -32,6 +62,16 @@ class JobManagerCore:
         self.timeouts = timeouts or Timeouts()
         self.book = JobBook(retention_ms, self.timeouts)
 
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> JobManagerCore:
+        """A core with the settings of the module doc (raises ValueError on a bad one)."""
+        default = Timeouts()
+        return cls(_ms(environ, ENV_RETENTION, DEFAULT_RETENTION_MS), Timeouts(
+            placement_ms=_ms(environ, ENV_PLACEMENT_TIMEOUT, default.placement_ms),
+            placement_backoff_unit_ms=_ms(environ, ENV_PLACEMENT_BACKOFF,
+                                          default.placement_backoff_unit_ms),
+            preempt_ms=_ms(environ, ENV_PREEMPT_TIMEOUT, default.preempt_ms)))
+
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.apply(etype, body)
 
@@ -52,5 +92,5 @@ class JobManagerCore:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Replace the book by a snapshot's; raises KeyError/TypeError/ValueError on data
-        it cannot read (the shell then replays the whole log)."""
+        it cannot read (the shell then replays the whole log), leaving the book as it was."""
         self.book = book_from_data(state, self.retention_ms, self.timeouts)

@@ -40,7 +40,7 @@ BASE_DELAY_MS = 30_000
 MAX_DELAY_MS = 60 * 60_000
 RESET_AFTER_MS = 10 * 60_000
 # 30 s * 2**7 already exceeds the cap: larger exponents need not be computed
-_MAX_EXPONENT = 8
+_MAX_EXPONENT = 7
 
 
 def restart_delay_ms(failures: int) -> int:

@@ -144,10 +144,10 @@ def _command(body: Mapping[str, Any], path: str) -> str:
 
 
 def _http(body: Mapping[str, Any], path: str) -> tuple[str, int]:
-    key = "httpCheck" if "httpCheck" in body else "httpGet"
+    key = "httpGet" if "httpGet" in body and "httpCheck" not in body else "httpCheck"
     block = body.get(key)
     if not isinstance(block, Mapping):
-        raise HealthCheckError(f"{path}.httpCheck", "an HTTP check needs {path, port}")
+        raise HealthCheckError(f"{path}.{key}", "an HTTP check needs {path, port}")
     http_path = block.get("path", "/")
     port = block.get("port")
     if not isinstance(http_path, str) or not http_path.startswith("/"):

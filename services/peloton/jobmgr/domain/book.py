@@ -28,6 +28,7 @@ from peloton.jobmgr.domain.folding import (
     RejectionVerdict,
     judge_rejection,
     moves_forward,
+    supersedes,
 )
 from peloton.jobmgr.domain.records import Batch, JobRecord, Pending, TaskRecord, change
 from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS, ForgottenIds
@@ -48,6 +49,7 @@ from peloton.model.spec import JobSpec
 from peloton.model.taskstate import (
     AGENT_STATES,
     ON_HOST,
+    STAGE,
     TERMINAL,
     TERMINAL_JOB,
     JobState,
@@ -149,6 +151,7 @@ class JobBook:
             new_state = S(ch["state"])
             if ch["run"] > task.run:
                 task.placement_attempts = 0
+                task.placed_round = -1
                 self.held.run_changed(job_id, task.instance, ch["run"])
             elif task.state == S.READY == S(ch["previous_state"]) and new_state == S.PENDING:
                 task.placement_attempts += 1  # a placement timeout of this run
@@ -156,6 +159,8 @@ class JobBook:
                 task.unreached_run = ch["run"]  # no agent was told; a late launch is killed
             job.counts[task.state] -= 1
             job.counts[new_state] += 1
+            if STAGE[new_state] > STAGE[S.PLACED]:
+                self.held.drop_task(job_id, task.instance)
             task.run = ch["run"]
             task.state = new_state
             task.host = ch["host"]
@@ -164,6 +169,7 @@ class JobBook:
             task.exit_code = ch["exit_code"]
             task.since = at
             task.round = ch.get("round", -1)
+            task.placed_round = max(task.placed_round, task.round)
             task.not_before_ms = ch.get("not_before_ms")
             if new_state in (S.KILLING, S.KILLED):
                 task.kill_requested = True
@@ -192,13 +198,12 @@ class JobBook:
         batch = Batch()
         if etype == "TasksAdmitted":
             for t in body["tasks"]:
-                self._fact(batch, t, S.READY, "admitted")
+                self._admitted(batch, t, int(body["at"]))
         elif etype == "PlacementMade":
             for p in body["placements"]:
                 if not self.held.take(p["job_id"], p["instance"], p["run"], body["round"],
                                       p["host"]):  # else: rejected before it was read
-                    self._fact(batch, p, S.PLACED, "placed", host=p["host"],
-                               round_=body["round"])
+                    self._placed(batch, p, body["round"])
         elif etype == "PlacementFailed":
             for t in body["tasks"]:
                 self._note_reason(t, t["reason"])
@@ -249,6 +254,39 @@ class JobBook:
             target, reason = S.FAILED, reason or "killed outside the scheduler"
         if moves_forward(cur, ref["run"], target):
             self.emit(batch, job, task, target, cur, reason, host, exit_code, round_=round_)
+
+    def _admitted(self, batch: Batch, ref: Ref, at: int) -> None:
+        """TasksAdmitted of one run. After a placement timeout gave the run's allocation
+        back, only an admission made after the give-back counts (the resource manager
+        admits the run again once its backoff has passed); an older one read late, or
+        redelivered, is stale. Event times of two services are compared, as placement
+        does (`placement.domain.runbook`): ties go to the admission."""
+        found = self._task(ref)
+        if found is None:
+            return
+        job, task = found
+        cur = batch.pending(job.job_id, task)
+        if (cur.state == S.PENDING and cur.run == task.run == ref["run"]
+                and task.placement_attempts > 0 and at < task.since):
+            return
+        self._fact(batch, ref, S.READY, "admitted")
+
+    def _placed(self, batch: Batch, p: Ref, round_: int) -> None:
+        """PlacementMade of one run: a round no newer than one already seen is stale; a
+        newer round replaces the placement the run holds (PLACED -> READY -> PLACED, both
+        legal moves); else the usual forward fact."""
+        found = self._task(p)
+        if found is None:
+            return
+        job, task = found
+        cur = batch.pending(job.job_id, task)
+        if p["run"] == cur.run and round_ <= cur.placed_round:
+            return  # a placement of this run was already made in this round or a later one
+        if supersedes(cur, p["run"], round_):
+            self.emit(batch, job, task, S.READY, cur,
+                      f"placement of round {cur.round} superseded by round {round_}",
+                      None, None)
+        self._fact(batch, p, S.PLACED, "placed", host=p["host"], round_=round_)
 
     def _reject(self, batch: Batch, r: Ref) -> None:
         found = self._task(r)
@@ -316,7 +354,7 @@ class JobBook:
         batch = Batch()
         for job_id in sorted(self.kill_intents):
             job = self.jobs.get(job_id)
-            if job is not None:
+            if job is not None and job_id not in self.ended:  # an ended job has no kill left
                 intent = self.kill_intents[job_id]
                 kills.carry_out(self, job, None if intent is None else sorted(intent), batch)
         kills.controllers(self, sorted(self.controller_ended), batch)

@@ -8,10 +8,18 @@ arrive in any order. The rule, by `model.taskstate.STAGE`:
 - a fact proving a LATER stage than the run's state moves the run there at once (the
   stages in between happened; their records are late): `moves_forward`;
 - a fact about the same or an EARLIER stage is stale (or a duplicate) and is ignored;
+- placements are told apart by their round (placement-made is keyed by round, so two
+  placements of one run may be read in either order). A run is placed again only after
+  its placement was rejected, so rounds only grow: a placement of a round no newer than
+  the newest one seen for the run (`placed_round`, kept from the run's PLACED changes)
+  is stale, and one of a NEWER round than the one a PLACED run holds supersedes it (the
+  older one was rejected; that record is late): `supersedes`;
 - the one backward fact, a placement rejection, applies only to the placement the run
-  holds (same host, same round). A rejection read before that placement is HELD
-  (`HeldRejections`) and cancels the placement when it arrives, so neither order loses
-  it. Held rejections are not in the job manager's log: snapshots carry them.
+  holds (same host, same round). A rejection of a round newer than any placement seen
+  (the run is not placed yet, or holds an older round) is HELD (`HeldRejections`) and
+  cancels that placement when it arrives, so no order loses it; a rejection of an older
+  round is stale (its placement is, or will be, stale too). Held rejections are not in
+  the job manager's log: snapshots carry them.
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from peloton.jobmgr.domain.records import Pending
 from peloton.jobmgr.domain.states import can_transition
 from peloton.model.taskstate import STAGE, TERMINAL, TaskState
 
-__all__ = ["moves_forward", "RejectionVerdict", "judge_rejection", "HeldRejections"]
+__all__ = ["moves_forward", "supersedes", "RejectionVerdict", "judge_rejection",
+           "HeldRejections"]
 
 S = TaskState
 
@@ -32,6 +41,12 @@ def moves_forward(current: Pending, run: int, target: TaskState) -> bool:
     if run != current.run or current.state in TERMINAL or target == current.state:
         return False
     return STAGE[target] > STAGE[current.state] and can_transition(current.state, target)
+
+
+def supersedes(current: Pending, run: int, round_: int) -> bool:
+    """True when a placement of `run` in `round_` replaces the placement the run holds."""
+    return (current.state == S.PLACED and run == current.run
+            and round_ > current.round >= 0)
 
 
 class RejectionVerdict:
@@ -47,12 +62,13 @@ def same_round(a: int, b: int) -> bool:
 def judge_rejection(current: Pending, run: int, host: str, round_: int) -> str:
     if run != current.run or current.state in TERMINAL:
         return RejectionVerdict.STALE
-    if current.state == S.PLACED:
-        if current.host == host and same_round(current.round, round_):
-            return RejectionVerdict.APPLY
-        return RejectionVerdict.STALE
-    if STAGE[current.state] < STAGE[S.PLACED]:
-        return RejectionVerdict.HOLD
+    if current.state == S.PLACED and current.host == host and same_round(current.round,
+                                                                          round_):
+        return RejectionVerdict.APPLY
+    if round_ >= 0 and round_ <= current.placed_round:
+        return RejectionVerdict.STALE  # its placement was seen, and replaced or rejected
+    if STAGE[current.state] <= STAGE[S.PLACED]:
+        return RejectionVerdict.HOLD  # rejects a placement not read yet
     return RejectionVerdict.STALE
 
 
@@ -61,8 +77,10 @@ Held = tuple[int, int, str]  # run, round, host
 
 
 class HeldRejections:
-    """Rejections read before the placement they reject, per task (bounded: entries of a
-    task go when its run changes, and all of a job's when the job leaves the book)."""
+    """Rejections read before the placement they reject, per task. An entry stays after
+    it cancelled its placement, so a redelivery of that placement is cancelled too.
+    Bounded: a task's entries go when its run changes or moves past placement, and all
+    of a job's when the job leaves the book."""
 
     def __init__(self) -> None:
         self._held: dict[Key, set[Held]] = {}
@@ -71,17 +89,16 @@ class HeldRejections:
         self._held.setdefault((job_id, instance), set()).add((run, round_, host))
 
     def take(self, job_id: str, instance: int, run: int, round_: int, host: str) -> bool:
-        """Remove and report a held rejection of this placement, if one was read."""
+        """True when a rejection of this placement was read before it (it is cancelled)."""
         held = self._held.get((job_id, instance))
         if not held:
             return False
-        for entry in sorted(held):
-            if entry[0] == run and entry[2] == host and same_round(entry[1], round_):
-                held.discard(entry)
-                if not held:
-                    del self._held[(job_id, instance)]
-                return True
-        return False
+        return any(entry[0] == run and entry[2] == host and same_round(entry[1], round_)
+                   for entry in held)
+
+    def drop_task(self, job_id: str, instance: int) -> None:
+        """The task's run moved past placement: no placement of it can matter any more."""
+        self._held.pop((job_id, instance), None)
 
     def run_changed(self, job_id: str, instance: int, run: int) -> None:
         held = self._held.get((job_id, instance))

@@ -4,8 +4,9 @@
   have a process on its host goes KILLING and its agent is asked to kill it (grace period
   from the task spec); a run not on a host yet ends KILLED at once (a PLACED one's host is
   told too, so a launch already under way never starts it). Runs ending already are left.
-- `controllers`: when a job's controller task (instance 0) has ended for good, the job
-  ends as it did (`states.derive_job_state`) and its other tasks are killed (Peloton).
+- `controllers`: when a job's controller task (instance 0) has ended for good, its other
+  tasks are killed (the job is KILLING meanwhile) and, once all have ended, the job ends
+  as the controller did (`states.derive_job_state`, Peloton's rule).
 - `preempt` (TasksPreempted from the resource manager): running victims
   (`VICTIMS & ON_HOST`) go PREEMPTING and their agents are asked to kill them; once
   KILLED, the run ends with a PREEMPTED reason and a new run starts PENDING. Victims not

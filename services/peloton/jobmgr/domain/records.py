@@ -39,6 +39,7 @@ class TaskRecord:
     not_before_ms: int | None = None  # retry backoff after a placement timeout
     placement_attempts: int = 0  # placement timeouts of the current run
     unreached_run: int = 0  # a run that ended here before any agent was told (kill it later)
+    placed_round: int = -1  # the newest placement round of this run seen (any state)
 
 
 @dataclass(slots=True)
@@ -80,6 +81,7 @@ class Pending:
     host: str | None
     failures: int
     round: int
+    placed_round: int = -1  # the newest placement round of the run seen (see TaskRecord)
 
 
 class Batch:
@@ -89,16 +91,29 @@ class Batch:
         self.changes: dict[str, list[Change]] = {}
         self.kills: dict[str, list[dict[str, Any]]] = {}
         self._latest: dict[tuple[str, int], Change] = {}
+        self._rounds: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (run, round)
 
     def add(self, job_id: str, ch: Change) -> None:
+        key = (job_id, ch["instance"])
         self.changes.setdefault(job_id, []).append(ch)
-        self._latest[(job_id, ch["instance"])] = ch
+        self._latest[key] = ch
+        if ch["round"] >= 0:
+            run, seen = self._rounds.get(key, (ch["run"], -1))
+            self._rounds[key] = (ch["run"], max(seen, ch["round"]) if run == ch["run"]
+                                 else ch["round"])
 
     def pending(self, job_id: str, task: TaskRecord) -> Pending:
-        ch = self._latest.get((job_id, task.instance))
+        key = (job_id, task.instance)
+        ch = self._latest.get(key)
         if ch is None:
-            return Pending(task.state, task.run, task.host, task.failures, task.round)
-        return Pending(S(ch["state"]), ch["run"], ch["host"], ch["failures"], ch["round"])
+            return Pending(task.state, task.run, task.host, task.failures, task.round,
+                           task.placed_round)
+        placed = task.placed_round if ch["run"] == task.run else -1
+        run, seen = self._rounds.get(key, (ch["run"], -1))
+        if run == ch["run"]:
+            placed = max(placed, seen)
+        return Pending(S(ch["state"]), ch["run"], ch["host"], ch["failures"], ch["round"],
+                       placed)
 
     def kill(self, host: str, job_id: str, instance: int, run: int, grace_s: float,
              reason: str) -> None:

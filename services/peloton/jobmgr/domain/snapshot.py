@@ -24,27 +24,29 @@ from peloton.model.taskstate import TERMINAL, JobState, TaskState
 
 __all__ = ["SNAPSHOT_VERSION", "TASK_FIELDS", "book_to_data", "book_from_data"]
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: placed_round per task
 TASK_FIELDS = ("run", "state", "host", "failures", "reason", "exit_code", "kill_requested",
-               "since", "round", "not_before_ms", "placement_attempts", "unreached_run")
+               "since", "round", "not_before_ms", "placement_attempts", "unreached_run",
+               "placed_round")
 
 
 def _task_row(t: TaskRecord) -> list[Any]:
     return [t.run, t.state.value, t.host, t.failures, t.reason, t.exit_code,
             t.kill_requested, t.since, t.round, t.not_before_ms, t.placement_attempts,
-            t.unreached_run]
+            t.unreached_run, t.placed_round]
 
 
 def _task(instance: int, row: list[Any]) -> TaskRecord:
     if len(row) != len(TASK_FIELDS):
         raise ValueError(f"task row of {len(row)} fields, expected {len(TASK_FIELDS)}")
     (run, state, host, failures, reason, exit_code, kill_requested, since, round_,
-     not_before_ms, attempts, unreached) = row
+     not_before_ms, attempts, unreached, placed_round) = row
     return TaskRecord(
         instance, int(run), TaskState(state), None if host is None else str(host),
         int(failures), str(reason), None if exit_code is None else int(exit_code),
         bool(kill_requested), int(since), int(round_),
-        None if not_before_ms is None else int(not_before_ms), int(attempts), int(unreached))
+        None if not_before_ms is None else int(not_before_ms), int(attempts), int(unreached),
+        int(placed_round))
 
 
 def book_to_data(book: JobBook) -> dict[str, Any]:
@@ -66,12 +68,38 @@ def book_to_data(book: JobBook) -> dict[str, Any]:
     }
 
 
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"{what}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _names(value: Any, what: str) -> set[str] | None:
+    return None if value is None else {str(v) for v in _list(value, what)}
+
+
 def book_from_data(data: dict[str, Any], retention_ms: int,
                    timeouts: Timeouts | None = None) -> JobBook:
+    try:
+        return _book_from_data(_mapping(data, "snapshot"), retention_ms, timeouts)
+    except AttributeError as exc:  # a field of the wrong type deep inside a spec
+        raise TypeError(f"unreadable job manager snapshot: {exc}") from exc
+
+
+def _book_from_data(data: dict[str, Any], retention_ms: int,
+                    timeouts: Timeouts | None) -> JobBook:
     book = JobBook(retention_ms, timeouts)
-    for job_id, raw in data["jobs"].items():
-        spec = JobSpec.from_body(raw["spec"])
-        tasks = [_task(i, row) for i, row in enumerate(raw["tasks"])]
+    for job_id, raw in _mapping(data["jobs"], "jobs").items():
+        raw = _mapping(raw, f"jobs.{job_id}")
+        spec = JobSpec.from_body(_mapping(raw["spec"], f"jobs.{job_id}.spec"))
+        tasks = [_task(i, _list(row, f"jobs.{job_id}.tasks.{i}"))
+                 for i, row in enumerate(_list(raw["tasks"], f"jobs.{job_id}.tasks"))]
         if spec.job_id != job_id or len(tasks) != spec.instance_count:
             raise ValueError(f"job {job_id}: spec and tasks do not match")
         job = JobRecord(job_id, spec, tasks, JobState(raw["state"]),
@@ -85,15 +113,22 @@ def book_from_data(data: dict[str, Any], retention_ms: int,
         for t in tasks:
             if t.state in WATCHED:
                 book.watched[(job_id, t.instance)] = None
-    for job_id, (reasons, at) in data["rejected"].items():
-        book.rejected[job_id] = [str(r) for r in reasons]
+    for job_id, (reasons, at) in _mapping(data["rejected"], "rejected").items():
+        book.rejected[job_id] = [str(r) for r in _list(reasons, f"rejected.{job_id}")]
         book.rejected_at[job_id] = int(at)
-    book.submitted = {str(k): dict(v) for k, v in data["submitted"].items()}
-    for job_id, (intent, at) in data["kill_intents"].items():
-        book.kill_intents[job_id] = None if intent is None else {int(i) for i in intent}
+    book.submitted = {str(k): dict(_mapping(v, f"submitted.{k}"))
+                      for k, v in _mapping(data["submitted"], "submitted").items()}
+    for job_id, (intent, at) in _mapping(data["kill_intents"], "kill_intents").items():
+        book.kill_intents[job_id] = (None if intent is None else
+                                     {int(i) for i in _list(intent, f"kill_intents.{job_id}")})
         book.intent_at[job_id] = int(at)
-    book.pools = None if data["pools"] is None else set(data["pools"])
-    book.leaf_pools = None if data["leaf_pools"] is None else set(data["leaf_pools"])
-    book.forgotten = ForgottenIds.from_data(data["forgotten"])
-    book.held = HeldRejections.from_data(data["held_rejections"])
+    book.pools = _names(data["pools"], "pools")
+    book.leaf_pools = _names(data["leaf_pools"], "leaf_pools")
+    forgotten = data["forgotten"]
+    if not isinstance(forgotten, str):
+        raise TypeError("forgotten: expected base64 text")
+    book.forgotten = ForgottenIds.from_data(forgotten)
+    book.held = HeldRejections.from_data(
+        [_list(row, "held_rejections row") for row in
+         _list(data["held_rejections"], "held_rejections")])
     return book

@@ -9,8 +9,8 @@ across topics, so from every state a run may jump FORWARD to any later stage a f
 prove (an agent's RUNNING read before the host manager's launch request moves PLACED to
 RUNNING: the launch happened, its record is late). Besides those, the machine has the
 kill/preemption decisions of the job manager and a few named BACKWARD moves
-(`BACKWARD`): a placement timeout (READY -> PENDING), a rejected placement
-(PLACED -> READY), and a preemption that never ends (PREEMPTING -> RUNNING).
+(`BACKWARD`): a placement timeout (READY -> PENDING), a rejected or replaced
+placement (PLACED -> READY), and a preemption that never ends (PREEMPTING -> RUNNING).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ BACKWARD: Mapping[tuple[TaskState, TaskState], str] = {
     (S.READY, S.PENDING): "placement timeout: the allocation is given back",
     (S.PLACING, S.READY): "placement given up",
     (S.PLACING, S.PENDING): "placement timeout: the allocation is given back",
-    (S.PLACED, S.READY): "the host manager rejected the placement the run holds",
+    (S.PLACED, S.READY): "the placement the run holds was rejected (or replaced by a "
+                         "newer round)",
     (S.PLACED, S.PENDING): "placement timeout: the allocation is given back",
     (S.LAUNCHING, S.READY): "launch given up",
     (S.PREEMPTING, S.RUNNING): "preemption timeout: the run was never killed",
@@ -112,15 +113,20 @@ def derive_job_state(
     """Peloton's rule order: the first matching rule wins.
 
     0. the job has a controller task (instance 0) whose run ended for good (`controller`,
-       a terminal state): the job ends as the controller did;
+       a terminal state): its other tasks are being killed (KILLING) until every task is
+       terminal, then the job ends as the controller did (Peloton: a job with a controller
+       task takes its terminal state from instance 0). So the job turns terminal only when
+       nothing of it runs any more, as for any other job;
     1. SUCCEEDED >= N -> SUCCEEDED; 2. SUCCEEDED+FAILED+LOST >= N -> FAILED;
     3. some KILLED and all terminal -> KILLED; 4. a kill in progress -> KILLING;
     5. any RUNNING -> RUNNING; 6. otherwise PENDING.
     """
-    if controller is not None and controller in TERMINAL:
-        return controller_job_state(controller)
     succeeded = counts.get(S.SUCCEEDED, 0)
     terminal = sum(counts.get(s, 0) for s in TERMINAL)
+    if controller is not None and controller in TERMINAL:
+        if terminal >= instance_count:
+            return controller_job_state(controller)
+        return JobState.KILLING
     if succeeded >= instance_count:
         return JobState.SUCCEEDED
     if succeeded + counts.get(S.FAILED, 0) + counts.get(S.LOST, 0) >= instance_count:

@@ -26,9 +26,20 @@ WATCHED: frozenset[TaskState] = frozenset({S.READY, S.PREEMPTING})
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    placement_ms: int = 60_000
+    """The limits, in ms of event time (0 turns a timeout off). Defaults are Peloton's:
+    10 min to place (the simulator's `ready_timeout_s` default too), a 5 min backoff
+    unit, 10 min for a preemption to end. The service reads them from the environment
+    (`JobManagerCore.from_env`: PELOTON_JOBMGR_PLACEMENT_TIMEOUT_S,
+    PELOTON_JOBMGR_PLACEMENT_BACKOFF_S, PELOTON_JOBMGR_PREEMPT_TIMEOUT_S, seconds)."""
+
+    placement_ms: int = 10 * 60_000
     placement_backoff_unit_ms: int = 5 * 60_000  # Peloton's placement backoff unit
     preempt_ms: int = 10 * 60_000
+
+    def __post_init__(self) -> None:
+        for name in ("placement_ms", "placement_backoff_unit_ms", "preempt_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, slots=True)
