@@ -152,9 +152,19 @@ def test_unreadable_or_older_snapshots_raise_and_leave_the_core_unchanged() -> N
     for op in [("submit", 5), ("tick", 0), ("publish", 255), ("progress", 0)]:
         d.apply(op)
     good = core.snapshot()
-    for bad in [{}, {"version": 0, "manager": good["manager"]}, [],
-                {"version": 1, "manager": {}},
-                {"version": 1, "manager": {**good["manager"], "ledger": {"jobs": 3}}}]:
+    v, m = core.snapshot_version, good["manager"]
+    ledger, decisions = m["ledger"], m["decisions"]
+    row = ledger["tasks"][0]
+    bad_manager = [
+        {}, {**m, "ledger": {"jobs": 3}}, {**m, "ledger": {**ledger, "tasks": [row[:-1]]}},
+        {**m, "ledger": {**ledger, "tasks": [[*row[:3], "NOT_A_STATE", *row[4:]]]}},
+        {**m, "ledger": {**ledger, "jobs": [{"job_id": "x"}]}},
+        {**m, "decisions": {**decisions, "cadence": decisions["cadence"][:5]}},
+        {**m, "decisions": {**decisions, "entitlements": [["/", {"bogons": 1}]]}},
+        {**m, "undo": {"cadence": []}}, {**m, "pools": None},
+    ]
+    for bad in [{}, {"version": v - 1, "manager": m}, [], {"version": v, "manager": None},
+                *({"version": v, "manager": b} for b in bad_manager)]:
         with pytest.raises((ValueError, KeyError, TypeError)):
             core.restore(bad)  # type: ignore[arg-type]
         assert core.snapshot() == good
@@ -176,3 +186,78 @@ def test_the_snapshot_of_a_finished_history_is_small() -> None:
     snap = d.core.snapshot()["manager"]
     assert snap["ledger"]["jobs"] == [] and snap["ledger"]["tasks"] == []
     assert len(json.dumps(snap)) < 20_000
+
+
+# ------------------------------------------------- decide, publish, then commit
+
+
+def log_state(core: ResourceManagerCore) -> dict[str, Any]:
+    """The snapshot without `undo` (what a discard right now would put back: a tick's
+    scratch, not the state of the log)."""
+    snap = core.snapshot()
+    return {**snap, "manager": {k: v for k, v in snap["manager"].items() if k != "undo"}}
+
+
+def twin(driver: Driver) -> Driver:
+    """A second core in exactly the state of `driver`'s (through a JSON snapshot)."""
+    core = ResourceManagerCore(1.0, preemption_cycles=2)
+    core.manager.min_recompute_ms = 0
+    core.manager.confirm_timeout_ms = 800
+    core.restore(json.loads(json.dumps(driver.core.snapshot())))
+    other = Driver(core)
+    other.now, other.jobs = driver.now, driver.jobs
+    return other
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(ops, st.integers(0, 2_000))
+def test_a_discarded_tick_leaves_the_core_as_if_it_never_ticked(before: list[Op],
+                                                                 step: int) -> None:
+    """Decide, then discard (the publish failed): the core equals one that never decided,
+    and deciding again at the same time gives the same events."""
+    d = Driver(new_core())
+    for op in before:
+        d.apply(op)
+    never = twin(d)
+    now = d.now + step
+    first = d.core.tick(now)
+    d.core.discard_unpublished()
+    assert log_state(d.core) == log_state(never.core)
+    again = d.core.tick(now)
+    assert again == first == never.core.tick(now)
+    assert log_state(d.core) == log_state(never.core)
+
+
+def test_a_tick_that_raises_half_way_is_discarded_whole(monkeypatch: Any) -> None:
+    """Entitlement and preemption ran, admission raised: discarding puts everything back."""
+    d = Driver(new_core())
+    for op in [("submit", 7), ("submit", 2), ("tick", 0), ("publish", 255), ("submit", 5)]:
+        d.apply(op)
+    never = twin(d)
+    m = d.core.manager
+
+    def broken(now_ms: int) -> list[Event]:
+        raise RuntimeError("admission bug")
+
+    monkeypatch.setattr(m, "_admit", broken)
+    with pytest.raises(RuntimeError):
+        d.core.tick(d.now + 10_000)  # a whole cycle later: entitlement is recomputed
+    assert log_state(d.core) != log_state(never.core)
+    d.core.discard_unpublished()
+    assert log_state(d.core) == log_state(never.core)
+    monkeypatch.undo()
+    assert d.core.tick(d.now + 10_000) == never.core.tick(d.now + 10_000)
+
+
+def test_a_discard_after_a_published_tick_and_a_fold_changes_nothing() -> None:
+    """Only the last call is discarded: a tick whose events were published and folded
+    back is not undone by a later failure (e.g. a pool request's answer not published)."""
+    d = Driver(new_core())
+    d.apply(("submit", 1))
+    d.apply(("tick", 0))
+    d.apply(("publish", 255))
+    d.apply(("pool", 1))  # decided; its answer is not published
+    kept = d.core.snapshot()
+    d.core.discard_unpublished()
+    assert d.core.snapshot() == kept

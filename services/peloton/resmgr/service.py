@@ -10,9 +10,10 @@ leader's answers are published); they are not replayed: a request already answer
 the log is skipped when it is consumed again.
 
 Decide, publish, then commit: the core's decisions stay provisional until they come back
-through the log (see peloton.resmgr.domain.cycle); when publishing a tick's events fails
-the shell calls `discard_unpublished()`. Snapshots (`snapshot`/`restore`,
-`snapshot_version`) carry the whole core state as plain data.
+through the log (see peloton.resmgr.domain.cycle); when publishing a tick's events
+fails (or the tick raised) the shell calls `discard_unpublished()`, which puts back
+everything the tick changed. Snapshots (`snapshot`/`restore`, `snapshot_version`) carry
+the whole core state as plain data.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ __all__ = ["ResourceManagerCore"]
 
 
 class ResourceManagerCore:
-    snapshot_version: int = 1
+    #: 2: the tick's undo record replaced the decision batch; ledger rows carry
+    #: requeued_at and reason_at.
+    snapshot_version: int = 2
     inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
                                "respool-events", "respool-requested")
     replay: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",

@@ -24,6 +24,9 @@ Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
    batch per pool; tasks left pending get their reason, published as AdmissionDeferred
    only when it changed. Task-level `revocable` work is admitted against the slack
    entitlement like a revocable job; `controller` tasks against the controller limit.
+   The revocable cpus divided into slack entitlements are the cpus no non-revocable run
+   holds (`revocable_capacity`), so revocable runs are the first preemption victims
+   when non-revocable work needs those cpus back.
 The reservation check for non-preemptible work applies only when preemption is enabled,
 as in Peloton (without preemption, elastic resources lent to such work could never be
 taken back, so admitting it beyond the reservation is the lesser harm).
@@ -32,17 +35,21 @@ Decide, publish, then commit: the ledger changes only by folding facts from the 
 decision of this instance (an admission, a preemption, a deferral reason) is held as
 *provisional* until its fact is folded back (then the ledger has it), so the next tick does
 not decide it again. A provisional decision whose fact has not come back within
-`confirm_timeout_ms`, or that the shell discards because publishing failed
-(`discard_unpublished`), is dropped: the core is again what the log says, and the run is
-decided afresh. A deposed leader therefore never diverges from the log for longer than the
-timeout. Pool decisions follow the same rule inside PoolBook (speculation, resent).
+`confirm_timeout_ms` is dropped and the run decided afresh, so a deposed leader never
+diverges from the log for longer than the timeout. When the shell cannot publish a tick's
+events (or the tick raised half-way) it calls `discard_unpublished()`: everything the
+tick changed (provisional decisions, entitlements, admission and preemption counters,
+cadence) is put back, so the core equals one that never ticked, and ticking again at the
+same time gives the same events. Pool decisions follow PoolBook's rule (speculated until
+folded back, resent).
 
 `fold` applies facts (every instance, replay included); `handle` also decides pool
 requests (every instance decides; only the leader's answers are published, and every
 instance's tree follows the published facts).
 
 Snapshot: `snapshot()` gives the whole state as plain JSON-able data (pool book, ledger,
-entitlements, admission and preemption counters, provisional decisions, cadence);
+entitlements, admission and preemption counters, provisional decisions, cadence, and what
+`discard_unpublished` would put back);
 `restore(data)` replaces the state with it, so `restore(snapshot())` behaves exactly as
 the original. `view()` is the part every instance folding the same log agrees on.
 """
@@ -50,7 +57,7 @@ the original. `view()` is the part every instance folding the same log agrees on
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +77,7 @@ from peloton.resmgr.domain.poolbook import POOL_FACTS, POOL_REQUESTS, PoolBook, 
 from peloton.resmgr.domain.pooltree import ROOT, PoolTree
 from peloton.resmgr.domain.preemption import PreemptionState, TaskView, plan_preemption
 
-__all__ = ["ResourceManager", "Provisional", "BACKOFF_REASON"]
+__all__ = ["ResourceManager", "Provisional", "BACKOFF_REASON", "revocable_capacity"]
 
 _MAX_BATCH = 4000
 _NEVER = 10**18
@@ -135,9 +142,8 @@ class ResourceManager:
         self._computed_hosts = -1
         self._admitted_version: tuple[int, int] = (-1, -1)
         self._wake_at = _NEVER  # the earliest retry backoff still running
-        self._batch: list[tuple[str, RunKey]] = []  # the last tick's provisional decisions
-        self._batch_entitlement = False
         self._now = -(10**15)  # the time of the last tick
+        self._undo: _Decisions | None = None  # the decision state before the last tick
 
     @property
     def tree(self) -> PoolTree:
@@ -145,6 +151,7 @@ class ResourceManager:
         return self.pools.tree
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
+        self._undo = None  # the last call is no tick any more: nothing to discard
         if etype in POOL_FACTS:
             self.pools.fold(etype, body)
         elif etype not in POOL_REQUESTS:  # requests are decided live only (`handle`)
@@ -153,10 +160,11 @@ class ResourceManager:
 
     def _confirm(self, etype: str, body: dict[str, Any]) -> None:
         """A decision came back through the log: the ledger has it now."""
-        table: dict[RunKey, Any] | None = {
+        tables: dict[str, dict[RunKey, Any]] = {
             "TasksAdmitted": self.provisional.admitted,
             "TasksPreempted": self.provisional.preempted,
-            "AdmissionDeferred": self.provisional.reasons}.get(etype)
+            "AdmissionDeferred": self.provisional.reasons}
+        table = tables.get(etype)
         if table:
             for t in body["tasks"]:
                 if table.pop((t["job_id"], t["instance"], t["run"]), None) is not None:
@@ -164,6 +172,7 @@ class ResourceManager:
 
     def handle(self, etype: str, body: dict[str, Any], now_ms: int) -> list[Event]:
         """Fold a live fact, or decide a pool request (one answering fact)."""
+        self._undo = None
         if etype in POOL_REQUESTS:
             capacity = self.ledger.capacity()
             return self.pools.decide(etype, body, None if capacity.is_zero() else capacity,
@@ -201,22 +210,43 @@ class ResourceManager:
         return mine[0] if mine is not None else entry.reason
 
     def discard_unpublished(self) -> None:
-        """Forget the decisions of the last tick: the shell could not publish its events.
+        """Forget the last tick: the shell could not publish its events (or it raised).
 
-        The runs it admitted or preempted are decided afresh by the next tick, and the
-        entitlement is published again. (Pool answers need no call: PoolBook resends them.)
+        Everything the tick changed is put back (provisional decisions, entitlements,
+        admission and preemption counters, cadence, pool resend marks), so the core is
+        exactly what it was before the tick, i.e. what the log says; the next tick decides
+        afresh (at the same time, the same events). After any other call (a fold, a pool
+        request) there is nothing to forget: facts come from the log, and a pool answer
+        stays speculated and is resent (see PoolBook).
         """
-        tables: dict[str, dict[RunKey, Any]] = {
-            "admitted": self.provisional.admitted, "preempted": self.provisional.preempted,
-            "reasons": self.provisional.reasons}
-        for kind, key in self._batch:
-            tables[kind].pop(key, None)
-        self._batch = []
-        if self._batch_entitlement:
-            self._unpublished = True
-            self._batch_entitlement = False
-        self._local += 1
-        self._admitted_version = (-1, -1)
+        if self._undo is not None:
+            self._set_decisions(self._undo)
+            self._undo = None
+
+    def _decisions(self) -> _Decisions:
+        """A copy of every part of the state a tick may change."""
+        prov = self.provisional
+        return _Decisions(
+            dict(self.entitlements), self.admission, self.preemption,
+            Provisional(dict(prov.admitted), dict(prov.preempted), dict(prov.reasons)),
+            self.pools.resend_marks(),
+            _Cadence(self.cycle, self._computed_at, self._published_at, self._cycle_at,
+                     self._unpublished, self._local, self._computed_version,
+                     self._computed_tree, self._computed_hosts, self._admitted_version,
+                     self._wake_at, self._now))
+
+    def _set_decisions(self, d: _Decisions) -> None:
+        self.entitlements, self.admission, self.preemption = (
+            d.entitlements, d.admission, d.preemption)
+        self.provisional = d.provisional
+        self.pools.set_resend_marks(d.resent)
+        c = d.cadence
+        (self.cycle, self._computed_at, self._published_at, self._cycle_at,
+         self._unpublished, self._local, self._computed_version, self._computed_tree,
+         self._computed_hosts, self._admitted_version, self._wake_at, self._now) = (
+            c.cycle, c.computed_at, c.published_at, c.cycle_at, c.unpublished, c.local,
+            c.computed_version, c.computed_tree, c.computed_hosts, c.admitted_version,
+            c.wake_at, c.now)
 
     def _expire(self, now_ms: int) -> None:
         """Drop provisional decisions that did not come back in time or were overtaken."""
@@ -241,9 +271,8 @@ class ResourceManager:
 
     # ---- cycle ----------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
+        self._undo = self._decisions()
         self._now = now_ms
-        self._batch = []
-        self._batch_entitlement = False
         events: list[Event] = self.pools.unconfirmed(now_ms, self.resend_pool_facts_ms)
         if self.provisional:
             self._expire(now_ms)
@@ -292,9 +321,10 @@ class ResourceManager:
         return usage, dict(alloc)
 
     def _entitlement(self, now_ms: int, publish: bool) -> list[Event]:
-        usage, _ = self.usage()
+        usage, allocations = self.usage()
         capacity = self.ledger.capacity()
-        ents = compute_entitlements(self.tree, capacity, usage)
+        ents = compute_entitlements(self.tree, capacity, usage,
+                                    revocable_capacity(capacity, allocations.values()))
         changed = ents != self.entitlements
         self.entitlements = ents
         self._computed_at = now_ms
@@ -308,7 +338,6 @@ class ResourceManager:
         self.cycle += 1
         self._published_at = now_ms
         self._unpublished = False
-        self._batch_entitlement = True
         return [
             Event(
                 "EntitlementUpdated",
@@ -406,7 +435,6 @@ class ResourceManager:
             prov.preempted[key] = now_ms
         else:
             prov.reasons[key] = (value, now_ms)
-        self._batch.append((kind, key))
         self._local += 1
 
     # ---- admission ------------------------------------------------------------------
@@ -527,31 +555,13 @@ class ResourceManager:
         }
 
     def snapshot(self) -> dict[str, Any]:
-        """The whole state as plain JSON-able data (see the module doc)."""
-        prov = self.provisional
+        """The whole state as plain JSON-able data (see the module doc), including what
+        `discard_unpublished` would put back."""
         return {
             "pools": self.pools.snapshot(),
             "ledger": self.ledger.snapshot(),
-            "entitlements": [[p, *(r.as_dict() for r in (
-                e.entitlement, e.slack_entitlement, e.nonslack_entitlement, e.requirement))]
-                for p, e in sorted(self.entitlements.items())],
-            "admission": sorted(self.admission.blocked_cycles.items()),
-            "preemption": sorted(self.preemption.over_cycles.items()),
-            "provisional": {
-                "admitted": [[*k, at, rq] for k, (at, rq) in prov.admitted.items()],
-                "preempted": [[*k, at] for k, at in prov.preempted.items()],
-                "reasons": [[*k, r, at] for k, (r, at) in prov.reasons.items()],
-            },
-            "batch": [[kind, *key] for kind, key in self._batch],
-            "cadence": {
-                "cycle": self.cycle, "computed_at": self._computed_at,
-                "published_at": self._published_at, "cycle_at": self._cycle_at,
-                "unpublished": self._unpublished, "local": self._local,
-                "computed_version": list(self._computed_version),
-                "computed_tree": self._computed_tree, "computed_hosts": self._computed_hosts,
-                "admitted_version": list(self._admitted_version), "wake_at": self._wake_at,
-                "batch_entitlement": self._batch_entitlement, "now": self._now,
-            },
+            "decisions": _encode_decisions(self._decisions()),
+            "undo": None if self._undo is None else _encode_decisions(self._undo),
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -559,31 +569,95 @@ class ResourceManager:
         TypeError or ValueError on data it cannot read."""
         pools = PoolBook.restore(data["pools"])
         ledger = Ledger.restore(data["ledger"])
-        ents = {str(p): PoolEntitlement(*(Resources.from_mapping(r) for r in rs))
-                for p, *rs in data["entitlements"]}
-        admission = AdmissionState({str(g): int(n) for g, n in data["admission"]})
-        preemption = PreemptionState({str(p): int(n) for p, n in data["preemption"]})
-        raw = data["provisional"]
-        prov = Provisional(
-            {(str(j), int(i), int(r)): (int(at), int(rq)) for j, i, r, at, rq in raw["admitted"]},
-            {(str(j), int(i), int(r)): int(at) for j, i, r, at in raw["preempted"]},
-            {(str(j), int(i), int(r)): (str(reason), int(at))
-             for j, i, r, reason, at in raw["reasons"]})
-        batch = [(str(kind), (str(j), int(i), int(r))) for kind, j, i, r in data["batch"]]
-        c = data["cadence"]
-        cv, av = c["computed_version"], c["admitted_version"]
-        cadence = (int(c["cycle"]), int(c["computed_at"]), int(c["published_at"]),
-                   int(c["cycle_at"]), bool(c["unpublished"]), int(c["local"]),
-                   (int(cv[0]), int(cv[1])), int(c["computed_tree"]), int(c["computed_hosts"]),
-                   (int(av[0]), int(av[1])), int(c["wake_at"]), bool(c["batch_entitlement"]),
-                   int(c["now"]))
-        self.pools, self.ledger, self.entitlements = pools, ledger, ents
-        self.admission, self.preemption, self.provisional = admission, preemption, prov
-        self._batch = batch
-        (self.cycle, self._computed_at, self._published_at, self._cycle_at,
-         self._unpublished, self._local, self._computed_version, self._computed_tree,
-         self._computed_hosts, self._admitted_version, self._wake_at,
-         self._batch_entitlement, self._now) = cadence
+        decisions = _decode_decisions(data["decisions"])
+        undo = None if data["undo"] is None else _decode_decisions(data["undo"])
+        self.pools, self.ledger = pools, ledger
+        self._set_decisions(decisions)
+        self._undo = undo
+
+
+@dataclass(frozen=True, slots=True)
+class _Cadence:
+    cycle: int
+    computed_at: int
+    published_at: int
+    cycle_at: int
+    unpublished: bool
+    local: int
+    computed_version: tuple[int, int]
+    computed_tree: int
+    computed_hosts: int
+    admitted_version: tuple[int, int]
+    wake_at: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Decisions:
+    """The part of the state a tick changes (see `ResourceManager.discard_unpublished`)."""
+
+    entitlements: dict[str, PoolEntitlement]
+    admission: AdmissionState
+    preemption: PreemptionState
+    provisional: Provisional
+    resent: dict[str, int]
+    cadence: _Cadence
+
+
+def _encode_decisions(d: _Decisions) -> dict[str, Any]:
+    prov, c = d.provisional, d.cadence
+    return {
+        "entitlements": [[p, *(r.as_dict() for r in (
+            e.entitlement, e.slack_entitlement, e.nonslack_entitlement, e.requirement))]
+            for p, e in d.entitlements.items()],
+        "admission": sorted(d.admission.blocked_cycles.items()),
+        "preemption": sorted(d.preemption.over_cycles.items()),
+        "provisional": {
+            "admitted": [[*k, at, rq] for k, (at, rq) in prov.admitted.items()],
+            "preempted": [[*k, at] for k, at in prov.preempted.items()],
+            "reasons": [[*k, r, at] for k, (r, at) in prov.reasons.items()],
+        },
+        "resent": sorted(d.resent.items()),
+        "cadence": [c.cycle, c.computed_at, c.published_at, c.cycle_at, c.unpublished,
+                    c.local, list(c.computed_version), c.computed_tree, c.computed_hosts,
+                    list(c.admitted_version), c.wake_at, c.now],
+    }
+
+
+def _decode_decisions(data: dict[str, Any]) -> _Decisions:
+    """The inverse of `_encode_decisions`; KeyError/TypeError/ValueError on bad data."""
+    ents = {str(p): PoolEntitlement(*(Resources.from_mapping(r) for r in rs))
+            for p, *rs in data["entitlements"]}
+    raw = data["provisional"]
+    prov = Provisional(
+        {(str(j), int(i), int(r)): (int(at), int(rq)) for j, i, r, at, rq in raw["admitted"]},
+        {(str(j), int(i), int(r)): int(at) for j, i, r, at in raw["preempted"]},
+        {(str(j), int(i), int(r)): (str(reason), int(at))
+         for j, i, r, reason, at in raw["reasons"]})
+    (cycle, computed_at, published_at, cycle_at, unpublished, local, (cv0, cv1),
+     computed_tree, computed_hosts, (av0, av1), wake_at, now) = data["cadence"]
+    cadence = _Cadence(int(cycle), int(computed_at), int(published_at), int(cycle_at),
+                       bool(unpublished), int(local), (int(cv0), int(cv1)),
+                       int(computed_tree), int(computed_hosts), (int(av0), int(av1)),
+                       int(wake_at), int(now))
+    return _Decisions(ents, AdmissionState({str(g): int(n) for g, n in data["admission"]}),
+                      PreemptionState({str(p): int(n) for p, n in data["preemption"]}),
+                      prov, {str(r): int(at) for r, at in data["resent"]}, cadence)
+
+
+def revocable_capacity(capacity: Resources,
+                       allocations: Iterable[PoolAllocation]) -> Resources:
+    """The cluster's revocable (slack) cpus: the cpus no non-revocable run holds.
+
+    The host manager offers a host's unallocated resources as its slack (OfferReceived
+    v2), and validates revocable and non-revocable placements against one allocation. So
+    the cpus revocable work may use are the capacity minus what non-revocable runs hold
+    (admitted or on a host); revocable runs already holding cpus keep counting in it.
+    When non-revocable work takes more, this shrinks below what revocable runs hold, their
+    pools go over their slack entitlement, and they are the first victims of preemption.
+    """
+    held = sum((a.nonslack.cpu for a in allocations), 0.0)
+    return Resources(cpu=max(0.0, capacity.cpu - held))
 
 
 def _gang_of_one(entry: TaskEntry, pool: str) -> Gang:

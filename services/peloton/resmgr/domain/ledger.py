@@ -2,8 +2,10 @@
 
 Contract of `fold(type, body)`: it applies JobCreated, JobStateChanged, TaskStateChanged
 (job-events), TasksAdmitted and AdmissionDeferred (tasks-admitted), TasksPreempted
-(respool-events) and OfferReceived/HostLost (offer-received). It is idempotent and does
-not care about the order *across* topics (Kafka orders a partition, not the cluster):
+(respool-events) and OfferReceived/HostLost (offer-received). All or nothing: the body is
+read whole first, so a fact that cannot be read raises KeyError/TypeError/ValueError and
+changes nothing. It is idempotent and does not care about the order *across* topics
+(Kafka orders a partition, not the cluster):
 - A fact about an older run than the task's current one is stale and ignored; a fact
   about a newer run proves the older runs ended, so the task moves to the newer run.
 - TasksAdmitted or AdmissionDeferred of a run prove the run was PENDING: folded before
@@ -19,7 +21,11 @@ not care about the order *across* topics (Kafka orders a partition, not the clus
   e.g. re-decided after its fact was late, counts as an admission the job manager never
   uses; the resource manager stops trusting an admission that was not used within its
   `unused_admission_ms`, see cycle.py.)
-- TasksPreempted marks the run (`preempted_at`) until the run ends or is requeued.
+- TasksPreempted marks the run (`preempted_at`, the latest) until the run ends or is
+  requeued; AdmissionDeferred records the latest reason said about the run. A preemption
+  or reason decided before the run's last requeue (`at` not after the requeue's `at`) is
+  about the stage the requeue ended: folded after the requeue it is stale, folded before
+  it the requeue clears it; one decided after the requeue survives it in either order.
 - Facts about a job whose JobCreated has not been folded yet are held (`orphans`) and
   applied when it arrives; held facts expire after `retention_ms` of event time.
 - Demand is every PENDING run without an admission; allocation every run that holds.
@@ -49,7 +55,13 @@ from typing import Any
 
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
-from peloton.model.taskstate import HOLDING, ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
+from peloton.model.taskstate import (
+    HOLDING,
+    ON_HOST,
+    TERMINAL,
+    TERMINAL_JOB,
+    TaskState,
+)
 
 __all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS"]
 
@@ -118,8 +130,10 @@ class TaskEntry:
     requeues: int = 0  # admissions used up by requeues (see the module doc)
     started_seq: int = 0
     preempted_at: int | None = None
+    requeued_at: int = -1  # `at` of the last requeue (older run facts are stale)
     not_before: int | None = None  # the job manager's backoff (not_before_ms)
-    reason: str | None = None  # the last AdmissionDeferred reason of this run
+    reason: str | None = None  # the latest AdmissionDeferred reason of this run's stage
+    reason_at: int = -1  # its `at`
     revocable: bool = False
     controller: bool = False
 
@@ -165,39 +179,59 @@ class Ledger:
 
     # ---- fold -----------------------------------------------------------------------
     def fold(self, etype: str, body: dict[str, Any]) -> None:
-        at = body.get("at")
-        if isinstance(at, int) and at > self.clock:
-            self.clock = at
-            if at - self.swept_at >= _SWEEP_MS:
-                self._sweep()
+        """Apply one fact. All or nothing: the body is read whole first, so a fact that
+        cannot be read raises KeyError/TypeError/ValueError and changes nothing."""
         if etype == "JobCreated":
-            self._job_created(body)
+            spec = JobSpec.from_body(body)
+            self._tick_clock(spec.at)
+            self._job_created(spec, body)
         elif etype == "JobStateChanged":
-            if body["state"] in TERMINAL_JOB:
-                self._forget(body["job_id"], body["at"])
+            job_id, at = str(body["job_id"]), int(body["at"])
+            terminal = str(body["state"]) in TERMINAL_JOB  # other states do not matter
+            self._tick_clock(at)
+            if terminal:
+                self._forget(job_id, at)
         elif etype == "TaskStateChanged":
-            job = self._job_or_hold(body["job_id"], etype, body)
+            job_id, at = str(body["job_id"]), int(body["at"])
+            changes = [_Change.read(ch) for ch in body["changes"]]
+            self._tick_clock(at)
+            job = self._job_or_hold(job_id, etype, body)
             if job is not None:
-                for ch in body["changes"]:
-                    self._change(job, ch, body["at"])
+                for ch in changes:
+                    self._change(job, ch, at)
         elif etype in _RUN_FACTS:
-            for t in body["tasks"]:
-                job = self._job_or_hold(t["job_id"], etype, {**body, "tasks": [t]})
+            at = int(body["at"])
+            facts = [_RunFact.read(etype, t) for t in body["tasks"]]
+            self._tick_clock(at)
+            for fact, t in zip(facts, body["tasks"], strict=True):
+                job = self._job_or_hold(fact.job_id, etype, {**body, "tasks": [t]})
                 if job is not None:
-                    self._run_fact(etype, job, t, body["at"])
+                    self._run_fact(etype, job, fact, at)
         elif etype == "OfferReceived":
-            for offer in body["offers"]:
-                entry = (offer["available"], Resources.from_mapping(offer["capacity"]))
-                if self.hosts.get(offer["host"]) != entry:
-                    self.hosts[offer["host"]] = entry
+            at = int(body["at"])
+            offers = [(str(o["host"]), (bool(o["available"]),
+                                        Resources.from_mapping(o["capacity"])))
+                      for o in body["offers"]]
+            self._tick_clock(at)
+            for host, entry in offers:
+                if self.hosts.get(host) != entry:
+                    self.hosts[host] = entry
                     self.version += 1
                     self.hosts_version += 1
         elif etype == "HostLost":
-            old = self.hosts.get(body["host"])
+            host, at = str(body["host"]), int(body["at"])
+            self._tick_clock(at)
+            old = self.hosts.get(host)
             if old is not None and old[0]:
-                self.hosts[body["host"]] = (False, old[1])
+                self.hosts[host] = (False, old[1])
                 self.version += 1
                 self.hosts_version += 1
+
+    def _tick_clock(self, at: int) -> None:
+        if at > self.clock:
+            self.clock = at
+            if at - self.swept_at >= _SWEEP_MS:
+                self._sweep()
 
     def _job_or_hold(self, job_id: str, etype: str, body: dict[str, Any]) -> JobInfo | None:
         """The job, or None: the fact is stale (job forgotten) or held until JobCreated."""
@@ -207,11 +241,11 @@ class Ledger:
             held.append((etype, body))
         return job
 
-    def _job_created(self, body: dict[str, Any]) -> None:
-        job_id = body["job_id"]
+    def _job_created(self, spec: JobSpec, body: dict[str, Any]) -> None:
+        job_id = spec.job_id
         if job_id in self.jobs or job_id in self.forgotten:
             return
-        self.jobs[job_id] = JobInfo(JobSpec.from_body(body))
+        self.jobs[job_id] = JobInfo(spec)
         self.ended[job_id] = {}
         self.live[job_id] = set()
         _, held = self.orphans.pop(job_id, (0, []))
@@ -248,9 +282,9 @@ class Ledger:
             self.live[job.job_id].add(instance)
         return entry
 
-    def _change(self, job: JobInfo, ch: dict[str, Any], at: int) -> None:
-        state = TaskState(ch["state"])
-        entry = self._entry(job, ch["instance"], ch["run"])
+    def _change(self, job: JobInfo, ch: _Change, at: int) -> None:
+        state = ch.state
+        entry = self._entry(job, ch.instance, ch.run)
         if entry is None:
             return
         if state in TERMINAL:
@@ -260,25 +294,31 @@ class Ledger:
             self.ended[job.job_id][entry.instance] = entry.run
             self.version += 1
             return
-        old = (entry.state, entry.not_before, entry.holding, entry.pending)
+        old = (entry.state, entry.not_before, entry.holding, entry.pending,
+               entry.preempted_at)
         if state == S.PENDING:
-            if entry.state != S.PENDING and ch.get("previous_state") in HOLDING:
-                # a requeue uses up one admission (the one that made the run READY)
+            if entry.state != S.PENDING and ch.previous in HOLDING:
+                # a requeue uses up one admission (the one that made the run READY); a
+                # preemption or reason decided before it was about the stage that ended
                 entry.requeues += 1
-                entry.preempted_at = None
-                entry.reason = None
-            entry.not_before = ch.get("not_before_ms")
+                entry.requeued_at = max(entry.requeued_at, at)
+                if entry.preempted_at is not None and entry.preempted_at <= at:
+                    entry.preempted_at = None
+                if entry.reason_at <= at:
+                    entry.reason, entry.reason_at = None, -1
+            entry.not_before = ch.not_before
         else:
             entry.not_before = None
         entry.state = state
         if state in _STARTED and not entry.started_seq:
             entry.started_seq = at
-        if (entry.state, entry.not_before, entry.holding, entry.pending) != old:
+        if (entry.state, entry.not_before, entry.holding, entry.pending,
+                entry.preempted_at) != old:
             self.version += 1
         self._index(entry)
 
-    def _run_fact(self, etype: str, job: JobInfo, t: dict[str, Any], at: int) -> None:
-        entry = self._entry(job, t["instance"], t["run"])
+    def _run_fact(self, etype: str, job: JobInfo, t: _RunFact, at: int) -> None:
+        entry = self._entry(job, t.instance, t.run)
         if entry is None:
             return
         if entry.state == S.INITIALIZED:  # the fact proves the run was PENDING
@@ -288,12 +328,14 @@ class Ledger:
             if at not in entry.admissions:
                 entry.admissions.add(at)
                 self.version += 1
-        elif etype == "TasksPreempted":
-            if entry.preempted_at is None:
+        elif at <= entry.requeued_at:
+            pass  # decided about the stage a requeue ended: stale
+        elif etype == "TasksPreempted":  # the latest, so a stale one is recognised
+            if entry.preempted_at is None or at > entry.preempted_at:
                 entry.preempted_at = at
                 self.version += 1
-        elif entry.pending:  # AdmissionDeferred: what was said, so it is not repeated
-            entry.reason = t["reason"]
+        elif at >= entry.reason_at:  # AdmissionDeferred: the latest reason said, so it
+            entry.reason, entry.reason_at = t.reason, at  # is not said again
         self._index(entry)
 
     def _index(self, entry: TaskEntry) -> None:
@@ -302,7 +344,6 @@ class Ledger:
             self.pending[key] = entry
         else:
             self.pending.pop(key, None)
-            entry.reason = None
         if entry.holding:
             self.holding[key] = entry
         else:
@@ -361,7 +402,8 @@ class Ledger:
             "retention_ms": self.retention_ms,
             "jobs": [self.jobs[j].spec.to_body() for j in sorted(self.jobs)],
             "tasks": [[e.job.job_id, e.instance, e.run, e.state.value, sorted(e.admissions),
-                       e.requeues, e.started_seq, e.preempted_at, e.not_before, e.reason]
+                       e.requeues, e.started_seq, e.preempted_at, e.not_before, e.reason,
+                       e.requeued_at, e.reason_at]
                       for _, e in sorted(self.tasks.items())],
             "ended": {j: {str(i): r for i, r in sorted(e.items())}
                       for j, e in sorted(self.ended.items())},
@@ -384,16 +426,17 @@ class Ledger:
                                         for i, r in data["ended"][job.job_id].items()}
             ledger.live[job.job_id] = set()
         for (job_id, instance, run, state, admissions, requeues, started, preempted,
-             not_before, reason) in data["tasks"]:
+             not_before, reason, requeued, reason_at) in data["tasks"]:
             job = ledger.jobs[job_id]
             entry = TaskEntry(job, int(instance), job.resources(instance), int(run),
                               TaskState(state), {int(a) for a in admissions}, int(requeues),
-                              int(started), preempted, not_before, reason,
-                              job.task_revocable(instance), job.task_controller(instance))
+                              int(started), _opt_int(preempted), int(requeued),
+                              _opt_int(not_before), None if reason is None else str(reason),
+                              int(reason_at), job.task_revocable(instance),
+                              job.task_controller(instance))
             ledger.tasks[entry.key] = entry
             ledger.live[job_id].add(entry.instance)
             ledger._index(entry)
-            entry.reason = reason
         ledger.forgotten = {str(j): int(at) for j, at in data["forgotten"]}
         ledger.orphans = {str(j): (int(first), [(str(t), dict(b)) for t, b in held])
                           for j, first, held in data["orphans"]}
@@ -404,3 +447,38 @@ class Ledger:
         ledger.clock = int(data["clock"])
         ledger.swept_at = int(data["swept_at"])
         return ledger
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """One TaskTransition, read whole before anything is applied."""
+
+    instance: int
+    run: int
+    state: TaskState
+    previous: str
+    not_before: int | None
+
+    @classmethod
+    def read(cls, ch: dict[str, Any]) -> _Change:
+        return cls(int(ch["instance"]), int(ch["run"]), TaskState(ch["state"]),
+                   str(ch.get("previous_state", "")), _opt_int(ch.get("not_before_ms")))
+
+
+@dataclass(frozen=True, slots=True)
+class _RunFact:
+    """One task of TasksAdmitted / TasksPreempted / AdmissionDeferred."""
+
+    job_id: str
+    instance: int
+    run: int
+    reason: str | None
+
+    @classmethod
+    def read(cls, etype: str, t: dict[str, Any]) -> _RunFact:
+        reason = str(t["reason"]) if etype == "AdmissionDeferred" else None
+        return cls(str(t["job_id"]), int(t["instance"]), int(t["run"]), reason)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -229,6 +229,15 @@ class PoolBook:
                 out.append(spec.event)
         return out
 
+    def resend_marks(self) -> dict[str, int]:
+        """When each speculated fact was last resent (a copy; see `set_resend_marks`)."""
+        return dict(self._resent)
+
+    def set_resend_marks(self, marks: Mapping[str, int]) -> None:
+        """Put back marks taken by `resend_marks` (a resend that was not published);
+        marks of speculations that ended meanwhile are left out."""
+        self._resent = {rid: at for rid, at in marks.items() if rid in self._speculation}
+
     # ---- snapshot -------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         """The book as plain JSON-able data: folded pools, applied request ids, and this
