@@ -245,3 +245,40 @@ def test_a_retried_gang_member_is_placed_alone() -> None:
     launched_on(board, "h1", "g", 0, 1, 2)
     admit(board, "g", 0, run=2)
     assert placed(board.next_round(2)) == [("g", 0, "h1")]
+
+
+def test_a_launch_that_frees_room_makes_the_board_run_a_round() -> None:
+    board = board_with(offer("h1", cpu=3))
+    admit(board, "j1", 0, 1, 2)
+    assert len(placed(board.next_round(1))) == 3
+    # hostmgr refused run 2 and launched 0 and 1; the offer that counts them comes first
+    board.fold("PlacementRejected", placement_rejected("j1", 2, "h1", round_=1))
+    board.fold("OfferReceived", offer_received(offer("h1", cpu=3, free_cpu=1, generation=3),
+                                               at=5))
+    assert placed(board.next_round(2)) == []  # 0 and 1 still held: no room seen yet
+    board.fold("TaskLaunchRequested", launch_requested(
+        "h1", launch("j1", 0, round_=1), launch("j1", 1, round_=1), at=5))
+    assert placed(board.next_round(3)) == [("j1", 2, "h1")]  # without any other change
+
+
+def test_a_rejected_gang_member_is_placed_alone_once_its_gang_went_ahead() -> None:
+    board = board_with(offer("h1", cpu=8), jobs={"g": 3}, min_running=3)
+    admit(board, "g", 0, 1, 2)
+    assert len(placed(board.next_round(1))) == 3
+    board.fold("PlacementRejected", placement_rejected("g", 0, "h1", round_=1))
+    launched_on(board, "h1", "g", 1, 2)
+    assert placed(board.next_round(2)) == [("g", 0, "h1")]
+
+
+def test_a_gang_rejected_whole_is_placed_as_a_gang_again() -> None:
+    board = board_with(offer("h1", cpu=2), offer("h2", cpu=8, available=False),
+                       jobs={"g": 3}, min_running=3)
+    admit(board, "g", 0, 1, 2)
+    assert placed(board.next_round(1)) == []  # 2 cpus for a gang of 3: none placed
+    board.fold("OfferReceived", offer_received(offer("h2", cpu=8, generation=2)))
+    assert len(placed(board.next_round(2))) == 3
+    for i in range(3):
+        board.fold("PlacementRejected", placement_rejected("g", i, "h2", round_=2))
+    board.fold("OfferReceived", offer_received(offer("h2", cpu=8, available=False,
+                                                     generation=3)))
+    assert placed(board.next_round(3)) == []  # still a gang: never 2 of 3 on h1

@@ -28,6 +28,7 @@ from event_bodies import (  # noqa: E402
 from peloton.model.resources import Resources  # noqa: E402
 from peloton.placement.domain.board import PlacementBoard  # noqa: E402
 from peloton.placement.domain.hostindex import HostTable  # noqa: E402
+from peloton.placement.domain.hostviews import HostViews  # noqa: E402
 from peloton.placement.domain.hostviews import free_ranges as _free_ranges  # noqa: E402
 from peloton.placement.domain.types import HostView  # noqa: E402
 
@@ -37,20 +38,28 @@ JOBS: dict[str, dict[str, Any]] = {
     "web": {"instances": 6, "ports": ("http",), "constraint": {"maxPerHost": 2}},
     "batch": {"instances": 8, "cpu": 0.5},
     "gang": {"instances": 3, "min_running": 3, "cpu": 1.5},
+    "spare": {"instances": 4, "revocable": True, "cpu": 1.0},
 }
 
 
-class RebuildingBoard(PlacementBoard):
-    """Every host's view rebuilt from its offer and all in-flight placements, per round."""
+class RebuildingViews(HostViews):
+    """Every host's view rebuilt from its offer and all in-flight holds, per round."""
 
-    def _host_table(self) -> HostTable:
+    def __init__(self) -> None:
+        super().__init__()
+        self.rebuilt = 0
+
+    def table(self) -> HostTable:
+        self.rebuilt += 1
         pending: dict[str, Resources] = {}
+        slack: dict[str, Resources] = {}
         ports: dict[str, set[int]] = {}
         counts: dict[str, dict[str, int]] = {}
-        for key, (host, res, used) in self.inflight.items():
-            pending[host] = pending.get(host, Resources()) + res
-            ports.setdefault(host, set()).update(used)
-            per_host = counts.setdefault(host, {})
+        for key, hold in self.holds.items():
+            for into in (pending, slack):  # one allocation: a hold takes from both
+                into[hold.host] = into.get(hold.host, Resources()) + hold.resources
+            ports.setdefault(hold.host, set()).update(hold.ports)
+            per_host = counts.setdefault(hold.host, {})
             label = f"peloton.job_id={key[0]}"
             per_host[label] = per_host.get(label, 0) + 1
         views = []
@@ -63,11 +72,20 @@ class RebuildingBoard(PlacementBoard):
                 label_counts[label] = label_counts.get(label, 0) + n
             views.append(HostView(
                 name, Resources.from_mapping(body["capacity"]),
-                (self.offers[name].free - pending.get(name, Resources())).clamp_non_negative(),
+                (Resources.from_mapping(body["free"])
+                 - pending.get(name, Resources())).clamp_non_negative(),
+                (Resources.from_mapping(body.get("slack"))
+                 - slack.get(name, Resources())).clamp_non_negative(),
                 labels=dict(body["labels"]), task_label_counts=label_counts,
                 ports_free=_free_ranges(body["port_range_begin"], body["port_range_end"],
                                         set(body["used_ports"]) | ports.get(name, set()))))
         return HostTable(views)
+
+
+class RebuildingBoard(PlacementBoard):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hosts = RebuildingViews()
 
 
 def facts(data: st.DataObject, placed: list[Body]) -> tuple[str, Body] | None:
@@ -82,7 +100,8 @@ def facts(data: st.DataObject, placed: list[Body]) -> tuple[str, Body] | None:
             name, cpu=cpu, free_cpu=draw(st.sampled_from([0.0, 1.0, cpu])),
             available=draw(st.integers(0, 4)) > 0, generation=draw(st.integers(1, 9)),
             used_ports=draw(st.sampled_from([(), (31000,), (31001, 31003)])),
-            labels={"zone": draw(st.sampled_from("ab"))}))
+            labels={"zone": draw(st.sampled_from("ab"))},
+            slack_cpu=draw(st.sampled_from([0.0, 1.0, 2.0]))))
     if kind == "admit":
         job = draw(st.sampled_from(sorted(JOBS)))
         n = JOBS[job]["instances"]
@@ -117,3 +136,6 @@ def test_refreshing_changed_hosts_decides_as_rebuilding_every_host(data: st.Data
         fast, slow = (board.next_round(now) for board in boards)
         assert [(e.type, e.body) for e in fast] == [(e.type, e.body) for e in slow]
         placed += [p for e in fast if e.type == "PlacementMade" for p in e.body["placements"]]
+    rebuilding = boards[1].hosts
+    assert isinstance(rebuilding, RebuildingViews)
+    assert rebuilding.rebuilt or not boards[1].round  # the rebuilt views were the ones used

@@ -27,8 +27,6 @@ def imported(path: Path) -> set[str]:
 def test_core_imports_nothing_impure() -> None:
     assert len(CORE) > 10
     for path in CORE:
-        if path.name == "board.py":
-            continue  # the service's state fold (the lead's module) is checked by its tests
         bad = {n for n in imported(path) if n.split(".")[0] in FORBIDDEN}
         assert not bad, f"{path}: {bad}"
 

@@ -9,9 +9,15 @@ Contract:
   twice) and blind to the order across topics: runbook.py states how each fact about a
   run is judged, hostviews.py how offers and placements make a host's view.
 - `next_round(now_ms)` runs the engine over the queued runs whose job spec is known,
-  when something changed since the last round, and returns PlacementMade /
-  PlacementFailed events (already folded). A run waiting for its JobCreated makes the
-  board dirty when that JobCreated arrives, so it never waits for an unrelated change.
+  when something changed since the last round (a run queued, an offer, a hold dropped:
+  a launch an offer already counts, a rejection, an ended run), and returns
+  PlacementMade / PlacementFailed events (already folded). A run waiting for its
+  JobCreated makes the board dirty when that JobCreated arrives, so it never waits for
+  an unrelated change.
+- Gangs: the gang rule is the spec's (`spec.gang_id` / `gang_members`). One case is the
+  board's: a gang member hostmgr refused after its gang was placed together (a mate was
+  placed, reached its host or ended) is placed alone, as a retried member is; a gang
+  refused whole is placed as a gang again.
 - Round numbers: `max(previous round + 1, now_ms)`, and above every round seen in a fact,
   so a new leader's rounds never repeat an old leader's (hostmgr decides each
   (run, round) once and ignores a placement of a round it already decided).
@@ -48,7 +54,8 @@ from peloton.model.taskstate import (
 from peloton.placement.domain.engine import place
 from peloton.placement.domain.hostviews import Hold, HostViews, Offer
 from peloton.placement.domain.requests import Requests
-from peloton.placement.domain.runbook import RunBook, RunKey
+from peloton.placement.domain.runbook import RunBook, RunKey, Where
+from peloton.placement.domain.snapshotdata import as_dict, as_list
 
 __all__ = ["PlacementBoard", "RunKey", "DEFAULT_RETENTION_MS"]
 
@@ -103,6 +110,9 @@ class PlacementBoard:
                 for key in self.book.superseded:
                     self._forget_run(key)
                 self.book.superseded.clear()
+            if self.hosts.freed:  # a host may have room for a queued run now
+                self.hosts.freed = False
+                self._dirty = True
 
     def _job_created(self, body: dict[str, Any]) -> None:
         job_id = body["job_id"]
@@ -207,6 +217,9 @@ class PlacementBoard:
         self.clock = max(self.clock, now_ms)
         if self.clock >= self._next_sweep:
             self._sweep()
+            if self.hosts.freed:  # runs of jobs that left held room on a host
+                self.hosts.freed = False
+                self._dirty = True
         if not self._dirty or not self.book.queue:
             return []
         self._dirty = False
@@ -216,7 +229,8 @@ class PlacementBoard:
                 self._waiting.add(key[0])
             elif len(known) < _MAX_ROUND:
                 known.append(key)
-        requests = [self._requests.get(self.jobs[k[0]], k[1], k[2]) for k in known]
+        requests = [self._requests.get(self.jobs[k[0]], k[1], k[2], self._gang_gone(k))
+                    for k in known]
         result = place(self.hosts.table(), [r.request for r in requests])
         by_task = {r.request.task_id: (k, r) for r, k in zip(requests, known, strict=True)}
         self.round = max(self.round + 1, now_ms)
@@ -244,6 +258,25 @@ class PlacementBoard:
             events.append(Event("PlacementFailed", str(self.round),
                                 {"at": now_ms, "round": self.round, "tasks": failed}))
         return events
+
+    def _gang_gone(self, key: RunKey) -> bool:
+        """True when the run is a gang member (spec.gang_id) whose gang already went
+        ahead: a mate was placed, reached its host or ended. The gang was placed together
+        and hostmgr refused this member alone, so it is placed alone (as a retried member
+        is); waiting for mates that will never queue again would wait forever."""
+        spec = self.jobs[key[0]]
+        if spec.gang_id(key[1], key[2]) is None:
+            return False
+        for instance in range(spec.gang_size):
+            mate = (key[0], instance, key[2])
+            if instance == key[1]:
+                continue
+            if self.book.is_ended(mate):
+                return True
+            run = self.book.runs.get(mate)
+            if run is not None and run.where is not Where.WAITING:
+                return True
+        return False
 
     def _in_order(self) -> list[RunKey]:
         """Queued runs, higher job priority first, then by arrival. The queue's dict order
@@ -301,21 +334,31 @@ class PlacementBoard:
 
     @classmethod
     def from_snapshot(cls, state: dict[str, Any]) -> PlacementBoard:
-        """A board with the snapshot's state; KeyError/TypeError/ValueError if unreadable."""
+        """A board with the snapshot's state; KeyError/TypeError/ValueError if unreadable
+        (every part is checked here, so a board that restores also runs)."""
+        state = as_dict(state, "snapshot")
         board = cls(int(state["retention_ms"]))
         board.round, board.clock = int(state["round"]), int(state["clock"])
         board._next_sweep, board._dirty = int(state["next_sweep"]), bool(state["dirty"])
         board.orphans_dropped = int(state["orphans_dropped"])
-        for body in state["jobs"]:
-            spec = JobSpec.from_body(body)
+        for body in as_list(state["jobs"], "jobs"):
+            try:
+                spec = JobSpec.from_body(as_dict(body, "job"))
+            except AttributeError as exc:  # a part of the body has the wrong shape
+                raise TypeError(f"placement snapshot: unreadable job: {exc}") from exc
             board.jobs[spec.job_id] = spec
             board._rank[spec.job_id] = -spec.priority
-        board.finished = {str(j): int(at) for j, at in state["finished"].items()}
-        board._waiting = {str(j) for j in state["waiting"]}
+            board._requests.check(spec)
+        board.finished = {str(j): int(at) for j, at in as_dict(state["finished"],
+                                                                "finished").items()}
+        board._waiting = {str(j) for j in as_list(state["waiting"], "waiting")}
         board.reasons = {(str(j), int(i), int(r)): str(reason)
-                         for j, i, r, reason in state["reasons"]}
-        board.book = RunBook.from_data(state["book"])
-        board.hosts = HostViews.from_data(state["hosts"])
+                         for j, i, r, reason in as_list(state["reasons"], "reasons")}
+        board.book = RunBook.from_data(as_dict(state["book"], "book"))
+        board.hosts = HostViews.from_data(as_dict(state["hosts"], "hosts"))
+        if not board.hosts.holds.keys() <= board.book.runs.keys():
+            raise ValueError("placement snapshot: a hold of a run the book does not have")
+        board.hosts.table()
         return board
 
 

@@ -2,7 +2,11 @@
 
 A host's view is its latest offer (`free` for ordinary tasks, `slack` for revocable ones,
 labels, task-label counts, ports) minus the runs that hold resources on it which the
-offer does not count yet:
+offer does not count yet. A hold, revocable or not, is taken from both `free` and
+`slack`: hostmgr validates both kinds against one allocation (its slack is what no run
+holds, see hostmgr/domain/hosts.py), so taking it from one pool only would double-book
+a host until the next offer; an offer with slack measured otherwise (Peloton's unused
+allocations) is then read conservatively, never optimistically.
 
 - A placed run holds its host from PlacementMade until hostmgr answers (its
   TaskLaunchRequested or PlacementRejected) or the run ends: hostmgr allocates only when
@@ -34,6 +38,7 @@ from peloton.model.resources import Resources
 from peloton.placement.domain.engine import DEFAULT_CONFIG
 from peloton.placement.domain.hostindex import HostTable
 from peloton.placement.domain.runbook import RunKey
+from peloton.placement.domain.snapshotdata import as_dict, as_list, as_row
 from peloton.placement.domain.types import HostView
 
 __all__ = ["HostViews", "Hold", "Offer", "free_ranges"]
@@ -71,13 +76,14 @@ class Hold(NamedTuple):
 class Offer:
     """A host's latest offer, with the parts every view of it shares (read-only)."""
 
-    __slots__ = ("body", "at", "generation", "free", "slack", "capacity", "labels",
+    __slots__ = ("body", "name", "at", "generation", "free", "slack", "capacity", "labels",
                  "label_counts", "_ports_free")
 
     def __init__(self, body: dict[str, Any], at: int) -> None:
         self.body = body
+        self.name = str(body["host"])
         self.at = at
-        self.generation: int = body["generation"]
+        self.generation = int(body["generation"])
         self.free = Resources.from_mapping(body["free"])
         self.slack = Resources.from_mapping(body.get("slack"))  # absent (v1): none
         self.capacity = Resources.from_mapping(body["capacity"])
@@ -109,6 +115,8 @@ class HostViews:
         self._table: HostTable | None = None
         self._views: dict[str, HostView] = {}
         self._stale: set[str] = set()
+        self.freed = False
+        """Set when a hold is dropped (a host may have room now); the board clears it."""
 
     # ---- facts ----------------------------------------------------------------------
     def offer(self, body: dict[str, Any], at: int) -> bool:
@@ -130,10 +138,12 @@ class HostViews:
     def hold(self, key: RunKey, hold: Hold) -> None:
         """The run holds `hold` (replacing what it held); a launch hold the host's latest
         offer already counts is not taken."""
-        self.release(key)
+        freed, old = self.freed, self.release(key)
         offer = self.offers.get(hold.host)
         if offer is not None and hold.counted_by(offer):
             return
+        if old is not None and old.host == hold.host and old.resources == hold.resources:
+            self.freed = freed  # the same hold again: no host has more room
         self.holds[key] = hold
         self._on_host.setdefault(hold.host, {})[key] = None
         self._stale.add(hold.host)
@@ -142,6 +152,7 @@ class HostViews:
         old = self.holds.pop(key, None)
         if old is None:
             return None
+        self.freed = True
         runs = self._on_host.get(old.host)
         if runs is not None:
             runs.pop(key, None)
@@ -184,20 +195,17 @@ class HostViews:
                             offer.slack.clamp_non_negative(), labels=offer.labels,
                             task_label_counts=offer.label_counts,
                             ports_free=offer.ports_free())
-        pending, slack = _ZERO, _ZERO
+        pending = _ZERO
         label_counts = dict(offer.label_counts)
         ports: set[int] = set()
         for key in runs:
             hold = self.holds[key]
-            if hold.revocable:
-                slack = slack + hold.resources
-            else:
-                pending = pending + hold.resources
+            pending = pending + hold.resources
             ports.update(hold.ports)
             label = f"peloton.job_id={key[0]}"
             label_counts[label] = label_counts.get(label, 0) + 1
         return HostView(name, offer.capacity, (offer.free - pending).clamp_non_negative(),
-                        (offer.slack - slack).clamp_non_negative(), labels=offer.labels,
+                        (offer.slack - pending).clamp_non_negative(), labels=offer.labels,
                         task_label_counts=label_counts, ports_free=offer.ports_free(ports))
 
     # ---- snapshot -------------------------------------------------------------------
@@ -208,10 +216,12 @@ class HostViews:
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> HostViews:
         views = cls()
-        for body, at in data["offers"]:
-            views.offers[body["host"]] = Offer(dict(body), int(at))
-            views._stale.add(body["host"])
-        for row in data["holds"]:
+        for body, at in as_list(data["offers"], "hosts.offers"):
+            offer = Offer(dict(as_dict(body, "an offer")), int(at))
+            views.offers[offer.name] = offer
+            views._stale.add(offer.name)
+        for row in as_list(data["holds"], "hosts.holds"):
+            row = as_row(row, 9, "a hold")
             key = (str(row[0]), int(row[1]), int(row[2]))
             hold = Hold.from_row(row[3:])
             views.holds[key] = hold

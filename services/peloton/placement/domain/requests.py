@@ -48,8 +48,10 @@ class Requests:
         self._parts: dict[str, dict[int | None, _SpecParts]] = {}  # by job
         self._constraints: dict[str, Constraint] = {}
 
-    def get(self, spec: JobSpec, instance: int, run: int) -> Request:
-        gang = spec.gang_id(instance, run)
+    def get(self, spec: JobSpec, instance: int, run: int, alone: bool = False) -> Request:
+        """The run's request; `alone` places a gang member without its gang (its gang
+        already went ahead, see PlacementBoard._gang_gone)."""
+        gang = None if alone else spec.gang_id(instance, run)
         per_job = self._requests.setdefault(spec.job_id, {})
         which = (instance, gang is not None)
         cached = per_job.get(which)
@@ -58,12 +60,24 @@ class Requests:
             cached = per_job[which] = Request(TaskRequest(
                 make_task_id(spec.job_id, instance), spec.job_id, parts.resources,
                 parts.ports, parts.constraint, parts.labels, gang,
-                spec.gang_members(instance, run), Strategy(spec.placement_strategy),
+                1 if gang is None else spec.gang_members(instance, run),
+                Strategy(spec.placement_strategy),
                 parts.revocable, spec.priority), parts.spec_resources)
         return cached
 
     def revocable(self, spec: JobSpec, instance: int) -> bool:
         return self._spec_parts(spec, instance).revocable
+
+    def check(self, spec: JobSpec) -> None:
+        """Parse every task spec of the job now (ValueError/TypeError/KeyError if one
+        cannot be read), as a restored board must be able to place any of its runs."""
+        Strategy(spec.placement_strategy)
+        for instance in (-1, *spec.instance_tasks):
+            task = spec.task(instance)
+            if not all(isinstance(p, str) for p in task.ports) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in task.labels.items()):
+                raise TypeError(f"job {spec.job_id}: port names and labels must be strings")
+            self._spec_parts(spec, instance)
 
     def forget_run(self, job_id: str, instance: int) -> None:
         """The run reached its host or ended: its request is built again if needed."""

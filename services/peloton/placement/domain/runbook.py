@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from peloton.placement.domain.snapshotdata import as_dict, as_list, as_row
+
 __all__ = ["RunBook", "Run", "Where", "RunKey"]
 
 RunKey = tuple[str, int, int]
@@ -235,11 +237,15 @@ class RunBook:
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> RunBook:
         book = cls()
-        for row in data["runs"]:
+        for row in as_list(data["runs"], "book.runs"):
+            row = as_row(row, 10, "a run")
             book.runs[(str(row[0]), int(row[1]), int(row[2]))] = Run.from_row(row[3:])
-        for job, instance, run, order in data["queue"]:
-            book.queue[(str(job), int(instance), int(run))] = int(order)
-        book.ended = {str(job): {int(i): int(r) for i, r in pairs}
-                      for job, pairs in data["ended"].items()}
+        for job, instance, run, order in as_list(data["queue"], "book.queue"):
+            key = (str(job), int(instance), int(run))
+            if key not in book.runs or book.runs[key].where is not Where.WAITING:
+                raise ValueError(f"placement snapshot: queued run {key} is not waiting")
+            book.queue[key] = int(order)
+        book.ended = {str(job): {int(i): int(r) for i, r in as_list(pairs, "ended runs")}
+                      for job, pairs in as_dict(data["ended"], "book.ended").items()}
         book.arrivals = int(data["arrivals"])
         return book
