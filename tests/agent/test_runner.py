@@ -332,6 +332,24 @@ async def test_relaunch_after_agent_restart_repeats_the_outcome_without_rerunnin
     await second.close()
 
 
+async def test_forget_drops_a_finished_run_but_never_a_running_one(
+    runner: ProcessRunner, rec: Recorder
+):
+    await runner.launch("fg-1", "echo once", {})
+    await runner.launch("fg-2", "sleep 30", {})
+    await rec.final("fg-1")
+    runner.forget("fg-1")
+    runner.forget("fg-2")  # running: kept
+    runner.forget("fg-none")  # unknown: no-op
+    assert list(runner._runs) == ["fg-2"] and runner.running() == ["fg-2"]
+    assert runner.read_log("fg-1", "stdout") == b"once\n"  # the sandbox stays
+    await runner.launch("fg-1", "echo twice", {})  # known by its sandbox: not run again
+    await asyncio.sleep(0.05)
+    assert runner.read_log("fg-1", "stdout") == b"once\n"
+    assert rec.states("fg-1")[-1] is RunState.SUCCEEDED
+    assert rec.of("fg-1")[-1].message.startswith("recovered")
+
+
 @pytest.mark.parametrize("bad", ["", ".", "..", "../escape", "a/b", "/abs", ".hidden", "x\0y"])
 async def test_run_ids_that_are_not_one_safe_path_component_are_rejected(
     runner: ProcessRunner, bad: str
@@ -425,6 +443,21 @@ async def test_sim_reports_success_failure_and_kill():
     assert sim.running() == [] and sim.read_log("s-ok", "stdout") == b""
     with pytest.raises(UnknownRunError):
         sim.read_log("s-none", "stdout")
+    await sim.close()
+
+
+async def test_sim_forget_drops_a_finished_run_but_never_a_running_one():
+    rec = Recorder()
+    sim = SimulatedRunner(on_status=rec)
+    await sim.launch("f-done", "sleep 0.01", {})
+    await sim.launch("f-running", "sleep 30", {})
+    await rec.final("f-done")
+    sim.forget("f-done")
+    sim.forget("f-running")
+    sim.forget("f-none")
+    assert list(sim._runs) == ["f-running"] and sim.running() == ["f-running"]
+    with pytest.raises(UnknownRunError):
+        sim.read_log("f-done", "stdout")
     await sim.close()
 
 

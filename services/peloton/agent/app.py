@@ -6,6 +6,18 @@ current incarnation, so a restarted agent never runs what was meant for its prev
 (whose processes died with it). Statuses from the runner are batched into one
 TaskStatusReported per tick; a heartbeat (HostStatusReported) lists the runs still alive.
 Log files are served over HTTP at /logs/{run_id}/{stream} on the agent's web port.
+
+Bounded state and idempotency: the runs the agent knows live in a `RunBook`
+(`peloton.agent.domain.runbook`, pure). A run ended and reported leaves it (and the runner's
+memory) `retention_s` after its report reached the log; a launch redelivered after that is
+still not started again (the book's horizons, argued there).
+
+Decide, publish, then commit: `tick` hands its statuses (and `after_replay` the
+registration) to the shell, which publishes them. The shell calls `discard_unpublished`
+right after a call whose events did not reach the log, before any other call; so when the
+next call begins, the previous call's events are in the log. Only then does a reported end
+start its run's retention window; discarded statuses (and a discarded registration or
+heartbeat) are sent again at the next tick, never lost.
 """
 
 from __future__ import annotations
@@ -16,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peloton.agent.domain.runbook import KillAction, RunBook
 from peloton.agent.errors import AgentError
 from peloton.agent.runner import ProcessRunner, SimulatedRunner, TaskRunner, TaskStatus
+from peloton.agent.status import TERMINAL_STATES, RunState
 from peloton.model.event import Event
 from peloton.model.ids import parse_run_id, run_id
 from peloton.model.resources import Resources
@@ -25,6 +39,8 @@ from peloton.model.resources import Resources
 __all__ = ["AgentConfig", "AgentCore"]
 
 log = logging.getLogger(__name__)
+
+_TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,7 @@ class AgentConfig:
     log_url: str = ""
     heartbeat_s: float = 1.0
     port_range: tuple[int, int] = (31000, 32000)
+    retention_s: float = 600.0  # how long a run ended and reported stays known
 
 
 class AgentCore:
@@ -47,42 +64,77 @@ class AgentCore:
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
-        self._statuses: list[TaskStatus] = []
         self.runner: TaskRunner
         if config.simulated:
-            self.runner = SimulatedRunner(on_status=self._statuses.append)
+            self.runner = SimulatedRunner(on_status=self._observe)
         else:
             self.runner = ProcessRunner(
-                config.sandbox_root / config.host, on_status=self._statuses.append
+                config.sandbox_root / config.host, on_status=self._observe
             )
-        self._accepted: set[str] = set()
-        self._killed: set[str] = set()
-        self._extra: list[dict[str, Any]] = []
+        self.book = RunBook(round(config.retention_s * 1000))
+        self._pending: list[dict[str, Any]] = []  # statuses for the next report
+        self._sent: list[dict[str, Any]] = []  # statuses of the last call, not yet confirmed
+        self._register_due = False  # the registration was discarded: send it again
+        self._register_sent = False
         self._last_heartbeat = 0
+        self._heartbeat_before = 0  # restored if the last heartbeat is discarded
         self._tasks: set[asyncio.Task[None]] = set()
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         """The agent keeps no replayed state."""
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+        self._confirm(now)
         if body["host"] != self.config.host:
             return []
         if etype == "TaskLaunchRequested" and body["incarnation"] == self.config.incarnation:
+            at = int(body["at"])
             for launch in body["launches"]:
                 rid = run_id(launch["job_id"], launch["instance"], launch["run"])
-                if rid in self._accepted or rid in self._killed:
-                    continue
-                self._accepted.add(rid)
-                self._spawn(self.runner.launch(rid, launch["command"], launch["env"]))
+                if self.book.admit_launch(rid, at):
+                    self._spawn(self._launch(rid, launch["command"], launch["env"]))
         elif etype == "TaskKillRequested":
+            at = int(body["at"])
             for kill in body["kills"]:
                 rid = run_id(kill["job_id"], kill["instance"], kill["run"])
-                self._killed.add(rid)
-                if rid in self._accepted:
+                action = self.book.admit_kill(rid, at)
+                if action is KillAction.KILL:
                     self._spawn(self.runner.kill(rid, kill["grace_period_s"]))
-                else:
-                    self._extra.append(_status(rid, "KILLED", None, "killed before launch"))
+                elif action is KillAction.REPORT_KILLED:
+                    self._pending.append(
+                        _status(rid, RunState.KILLED.value, None, "killed before launch"))
         return []
+
+    def discard_unpublished(self) -> None:
+        """The last call's events did not reach the log: send them again at the next tick
+        (the runs' ends are not reported yet, so their windows do not start)."""
+        self._pending = self._sent + self._pending
+        self._sent = []
+        if self._register_sent:
+            self._register_sent, self._register_due = False, True
+        self._last_heartbeat = self._heartbeat_before
+
+    def _confirm(self, now: int) -> None:
+        """The previous call's events are in the log (see the module doc)."""
+        for st in self._sent:
+            if st["state"] in _TERMINAL:
+                self.book.reported(run_id(st["job_id"], st["instance"], st["run"]), now)
+        self._sent = []
+        self._register_sent = False
+        self._heartbeat_before = self._last_heartbeat
+
+    def _observe(self, status: TaskStatus) -> None:
+        """The runner's report of one run (called synchronously by the runner)."""
+        if status.state in TERMINAL_STATES:
+            self.book.ended(status.run_id)
+        self._pending.append(_status(status.run_id, status.state.value, status.exit_code,
+                                     status.message, status.sandbox))
+
+    async def _launch(self, rid: str, command: str, env: dict[str, str]) -> None:
+        try:
+            await self.runner.launch(rid, command, env)
+        except (AgentError, OSError) as exc:  # not started: say so, or it waits forever
+            self._observe(TaskStatus(rid, RunState.FAILED, None, f"launch refused: {exc}", ""))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -95,13 +147,16 @@ class AgentCore:
             log.error("agent %s: runner call failed: %r", self.config.host, task.exception())
 
     def tick(self, now: int) -> list[Event]:
+        self._confirm(now)
+        for rid in self.book.expire(now):
+            self.runner.forget(rid)
         events: list[Event] = []
-        statuses = self._extra + [
-            _status(s.run_id, s.state.value, s.exit_code, s.message, s.sandbox)
-            for s in self._statuses
-        ]
-        self._statuses.clear()
-        self._extra = []
+        if self._register_due:
+            self._register_due = False
+            self._register_sent = True
+            events.extend(self._registration(now))
+        statuses, self._pending = self._pending, []
+        self._sent = statuses
         if statuses:
             events.append(
                 Event(
@@ -132,6 +187,11 @@ class AgentCore:
         return events
 
     def after_replay(self, now: int) -> list[Event]:
+        self._confirm(now)
+        self._register_sent = True
+        return self._registration(now)
+
+    def _registration(self, now: int) -> list[Event]:
         c = self.config
         return [
             Event(

@@ -145,6 +145,13 @@ class ProcessRunner:
         """run_ids whose process has not ended, in launch order."""
         return [r.run_id for r in self._runs.values() if r.proc is not None and not r.done.is_set()]
 
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run from memory; its sandbox stays (read_log still works, and a
+        later launch() of it is recovered from the exit record, never run again)."""
+        run = self._runs.get(run_id)
+        if run is not None and run.done.is_set():
+            del self._runs[run_id]
+
     def pid_of(self, run_id: str) -> int | None:
         """The main process pid (== pgid) of a known run, None if it never spawned."""
         run = self._runs.get(run_id)

@@ -11,7 +11,8 @@ lone FAILED when a run cannot start; a lone terminal status for a run recovered 
 agent restart; see `status.TRANSITIONS`) to an `on_status` callback, or to
 `runner.statuses` (an asyncio.Queue) when no callback is given. Reports carry no
 timestamps; the shell adds them. launch() is idempotent per run_id, kill() is a no-op for
-unknown/finished runs.
+unknown/finished runs. forget() drops a finished run from memory (bounded state: the agent
+decides when, see `peloton.agent.domain.runbook`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class TaskRunner(Protocol):
 
     def running(self) -> list[str]:
         """run_ids not yet in a terminal state, in launch order."""
+        ...
+
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run from memory (a later launch() of it would start it again,
+        so the caller keeps its own tombstone); no-op for running or unknown runs."""
         ...
 
     def read_log(self, run_id: str, stream: LogStream, tail_bytes: int | None = None) -> bytes:

@@ -132,6 +132,12 @@ class SimulatedRunner:
     def running(self) -> list[str]:
         return list(self._running)
 
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run (launch() of it would then start it again); no-op for
+        running or unknown runs."""
+        if run_id not in self._running:
+            self._runs.pop(run_id, None)
+
     def read_log(self, run_id: str, stream: LogStream, tail_bytes: int | None = None) -> bytes:
         """Simulated runs print nothing: b"" for known runs, UnknownRunError otherwise."""
         if stream not in LOG_STREAMS:

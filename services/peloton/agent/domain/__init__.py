@@ -1,0 +1,1 @@
+"""The host agent's pure bookkeeping (no asyncio, no clock: time is passed in)."""
