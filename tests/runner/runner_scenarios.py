@@ -21,8 +21,9 @@ def small_jobs(rng: random.Random, prefix: str, n: int, max_tasks: int = 8,
 
 
 def with_retention(retention_ms: int) -> dict[str, Callable[[], ServiceCore]]:
-    """The usual services, each with a retention window of `retention_ms` where its
-    adapter takes one (`retention_ms` or `retention_s`)."""
+    """The usual services, each with a retention window of `retention_ms`: through its
+    adapter's `retention_ms` or `retention_s` parameter, else (the resource manager's
+    adapter has none) on its ledger, which keeps the window in its snapshot."""
     out: dict[str, Callable[[], ServiceCore]] = {}
     for name, factory in SERVICES.items():
         params = inspect.signature(factory).parameters
@@ -31,8 +32,14 @@ def with_retention(retention_ms: int) -> dict[str, Callable[[], ServiceCore]]:
         elif "retention_s" in params:
             out[name] = partial(factory, retention_s=retention_ms / 1000)
         else:
-            out[name] = factory
+            out[name] = partial(_with_ledger_retention, factory, retention_ms)
     return out
+
+
+def _with_ledger_retention(factory: Callable[[], ServiceCore], retention_ms: int) -> Any:
+    core: Any = factory()
+    core.manager.ledger.retention_ms = retention_ms
+    return core
 
 
 def stuck_summary(runner: MemoryRunner, limit: int = 5) -> str:

@@ -10,7 +10,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import EncodeError
 from peloton.model.event import Event
-from peloton.runner import HandlerFailed, MemoryRunner, batch_job, cluster, partition_for
+from peloton.runner import HandlerFailed, MemoryRunner, batch_job, cluster, footprint, partition_for
+from peloton.runner.watch import TaskView
 
 
 def log_digest(runner: MemoryRunner) -> str:
@@ -168,3 +169,25 @@ def test_a_core_that_raises_stops_a_strict_run_and_is_dead_lettered_otherwise() 
     dead = [body for _, _, body in lenient.records("dead-letters")]
     assert {d["service"] for d in dead} == {"broken"}
     assert all("boom" in d["reason"] for d in dead)
+
+
+def test_reload_swaps_a_core_for_its_restored_snapshot_and_refuses_one_without() -> None:
+    runner = cluster(seed=1, hosts=1)
+    runner.submit([batch_job("j", 2, duration_s=0.5)])
+    runner.run_for(200)
+    before = runner.core("jobmgr")
+    runner.reload("jobmgr")
+    assert runner.core("jobmgr") is not before
+    assert runner.core("jobmgr").snapshot() == before.snapshot()
+    with pytest.raises(TypeError, match="no snapshots"):
+        runner.reload("agent-host-1")
+    assert runner.run_until(runner.watch.all_terminal, max_ms=10_000)
+
+
+def test_footprint_counts_container_entries_once_and_only_inside_peloton() -> None:
+    shared = [1, 2, 3]
+    view = TaskView(1, "RUNNING", "host-1", "")  # a peloton object: walked, no entries
+    assert footprint({"a": shared, "b": shared}) == 2 + 3  # two keys, the list once
+    assert footprint([view, (1, 2)]) == 2 + 2
+    assert footprint(MemoryRunner()) > 0  # walks the runner's own dicts
+    assert footprint({"x": hashlib.sha256()}) == 1  # not ours: not walked

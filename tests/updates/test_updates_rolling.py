@@ -261,11 +261,12 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def simulate(sc: dict[str, Any]) -> tuple[Update, dict[int, InstanceView], list[int]]:
+def simulate(sc: dict[str, Any]) -> tuple[Update, dict[int, InstanceView]]:
     """Run the planner against a toy job until the update ends. Instances started at a
     version become healthy after a delay, unless the version is bad (then every step is
-    one more failed run). Returns the last update, the instances, and the number of
-    stable instances down after each step."""
+    one more failed run). After every step, no more stable instances (below both counts)
+    are down than max-unavailable allows (or than were down at the start). Returns the
+    last update and the instances."""
     old, new, cap = sc["old"], sc["new"], sc["settings"].max_unavailable
     u = Update(sc["settings"], old, 1, new, 2)
     view = {i: InstanceView(1, H.NOT_RUNNING if i in sc["down"] else H.HEALTHY)
@@ -273,7 +274,6 @@ def simulate(sc: dict[str, Any]) -> tuple[Update, dict[int, InstanceView], list[
     ready_at = {i: 1 for i in sc["down"]}
     stable = range(min(old, new))
     d0 = sum(1 for i in stable if i in sc["down"])
-    downs = []
     for step in range(400):
         p = plan(u, view)
         assert p == plan(u, dict(reversed(view.items()))), "order of the input matters"
@@ -283,10 +283,9 @@ def simulate(sc: dict[str, Any]) -> tuple[Update, dict[int, InstanceView], list[
             apply_action(view, a, ready_at, step + sc["delays"][a.instance % len(sc["delays"])])
         down = sum(1 for i in stable if view[i].health is not H.HEALTHY)
         assert cap is None or down <= max(cap, d0), (step, p.reason)
-        downs.append(down)
         u = p.update
         if u.status.terminal:
-            return u, view, downs
+            return u, view
         if u.status.state is U.PAUSED:
             u = command(u, Trigger.RESUME)
         for i, v in view.items():
@@ -317,12 +316,11 @@ def apply_action(view: dict[int, InstanceView], a: Action, ready_at: dict[int, i
 @given(scenarios())
 def test_an_update_ends_where_it_should_and_never_exceeds_max_unavailable(
         sc: dict[str, Any]) -> None:
-    u, view, _ = simulate(sc)
+    u, view = simulate(sc)
     failed = sc["bad"] and sc["new"] > 0
     if not failed:
         assert u.status.state is U.SUCCEEDED
-        assert view == {i: InstanceView(2, H.HEALTHY, 2) for i in range(sc["new"])} or all(
-            v.version == 2 and v.health is H.HEALTHY for v in view.values())
+        assert all(v.version == 2 and v.health is H.HEALTHY for v in view.values())
         assert sorted(view) == list(range(sc["new"]))
     elif sc["settings"].rollback_on_failure:
         assert u.status.state is U.ROLLED_BACK

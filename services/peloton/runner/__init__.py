@@ -25,6 +25,10 @@ Contract (`MemoryRunner`):
   `after_replay`, then consumes from the committed offsets (records after the last commit
   are delivered again, those replay folded are skipped). A killed agent's runs die; it
   comes back as a new incarnation.
+- `take_snapshot(name)` stores a core's snapshot with its replay positions (as the shell
+  does every `snapshot_interval_ms`); `reload(name)` swaps a live core for a new one
+  restored from the JSON round trip of its snapshot, positions kept (an exact restore
+  leaves the log unchanged).
 - `redeliver` (0..1): the chance that a record is delivered once more later (at-least-once).
 - `watch` (`peloton.runner.watch.Watch`) folds the log as a bystander: job states, latest
   task runs, and runs alive on agents with a check that no task runs twice at once.

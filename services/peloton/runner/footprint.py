@@ -2,7 +2,8 @@
 
 `footprint(core)` walks the core's attributes (``__dict__`` and ``__slots__``, private ones
 included: caches are memory too) through dicts, lists, sets and tuples, and through
-objects defined in `peloton`, and returns the number of container entries it met. It
+objects defined in `peloton`, and returns the number of container entries it met (an
+`array.array` or a `deque` counts its items: compact tables are state too). It
 counts each object once (shared objects are not counted twice) and never walks into
 anything outside `peloton` (an asyncio loop, a codec), so the figure measures the core's
 own bookkeeping. It is a size to compare over time (flat or growing), not bytes.
@@ -10,6 +11,8 @@ own bookkeeping. It is a size to compare over time (flat or growing), not bytes.
 
 from __future__ import annotations
 
+from array import array
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,9 +34,11 @@ def footprint(root: Any) -> int:
             total += len(obj)
             stack.extend(obj.keys())
             stack.extend(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
+        elif isinstance(obj, (list, tuple, set, frozenset, deque)):
             total += len(obj)
             stack.extend(obj)
+        elif isinstance(obj, array):
+            total += len(obj)
         elif _ours(obj):
             stack.extend(_attributes(obj))
     return total

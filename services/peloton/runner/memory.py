@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiokafka.partitioner import murmur2
@@ -157,9 +157,11 @@ class MemoryRunner:
 
     def add_agent(self, host: str, cpu: float = 64.0, memory: float = 65536.0,
                   disk: float = 1 << 20, gpu: float = 0.0, labels: Mapping[str, str] | None = None,
-                  heartbeat_s: float = 1.0, start: bool = True) -> None:
+                  heartbeat_s: float = 1.0, start: bool = True,
+                  retention_s: float | None = None) -> None:
         """Add a simulated agent (`AgentCore` in simulated mode, as `peloton serve agent
-        --simulated` builds it). Each start is a new incarnation, as a new process is."""
+        --simulated` builds it). Each start is a new incarnation, as a new process is.
+        `retention_s`: how long a reported run stays known (default: the agent's)."""
         name = f"agent-{host}"
 
         def build() -> ServiceCore:
@@ -168,6 +170,8 @@ class MemoryRunner:
                 host=host, incarnation=f"{host}-{self.seed}-{node.starts}",
                 capacity=Resources(cpu, memory, disk, gpu), labels=dict(labels or {}),
                 simulated=True, heartbeat_s=heartbeat_s)
+            if retention_s is not None:
+                config = replace(config, retention_s=retention_s)
             return AgentCore(config)
 
         self.add_service(name, build, start=False)
@@ -263,7 +267,7 @@ class MemoryRunner:
         node.inputs = [(t, p) for t in core.inputs for p in range(topic(t).partitions)]
         node.own = frozenset(core.replay) - frozenset(core.inputs)
         node.expected = {t: frozenset(topic(t).events) for t in core.inputs}
-        node.positions = self._rebuild(node, core, use_snapshot)
+        core, node.positions = self._rebuild(node, core, use_snapshot)
         node.fetch = {tp: node.committed.get(tp, 0) for tp in node.inputs}
         node.core = core
         node.tick_ms = round(core.tick_interval * 1000) if core.tick_interval else None
@@ -275,9 +279,26 @@ class MemoryRunner:
         self.kill(name)
         self.start(name, use_snapshot)
 
-    def _rebuild(self, node: _Node, core: Any, use_snapshot: bool) -> dict[TP, int]:
+    def reload(self, name: str) -> None:
+        """`restore(snapshot())` in place: a new core built by the factory restores the
+        JSON round trip of the live core's snapshot and takes its place; the shell's
+        positions, offsets and tick schedule stay. A core whose restore is exact behaves
+        as the old one would have: the log is the same as without the reload. Raises
+        TypeError if the core takes no snapshots."""
+        node = self.nodes[name]
+        old = self.core(name)
+        if not callable(getattr(old, "snapshot", None)):
+            raise TypeError(f"{name} takes no snapshots")
+        state = json.loads(json.dumps(old.snapshot(), separators=(",", ":")))
+        core: Any = node.factory()
+        core.restore(state)
+        node.core = core
+
+    def _rebuild(self, node: _Node, core: Any, use_snapshot: bool) -> tuple[Any, dict[TP, int]]:
+        """The rebuilt core (`core`, or a new one if a snapshot could not be restored into
+        it) and the positions its rebuild folded up to."""
         if not core.replay:
-            return {}
+            return core, {}
         start: dict[TP, int] = {}
         snap = node.snapshot if use_snapshot else None
         if snap is not None:
@@ -292,7 +313,7 @@ class MemoryRunner:
                 except (ValueError, KeyError, TypeError) as exc:
                     self.notes.append(f"{node.name}: snapshot unusable ({exc!r}): full replay")
                     core = node.factory()
-        return self._replay(core, start)
+        return core, self._replay(core, start)
 
     def _replay(self, core: Any, start: Mapping[TP, int]) -> dict[TP, int]:
         ends = {(t, p): len(self.logs[(t, p)]) for t in core.replay
@@ -451,9 +472,8 @@ class MemoryRunner:
             if callable(discard):
                 discard()
             else:
-                core = node.factory()
-                for tp, o in self._rebuild(node, core, True).items():
-                    node.positions[tp] = o
+                core, folded = self._rebuild(node, node.factory(), True)
+                node.positions.update(folded)
                 node.core = core
                 self.publish(core.after_replay(self.now), node.name)
             return False

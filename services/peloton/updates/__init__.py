@@ -1,5 +1,5 @@
 """Rolling updates, host drains and daemon placement: pure decision cores in `domain/`.
 
-The services (job manager, host manager, placement) call these cores; nothing here reads
-a clock, draws a random number or does I/O.
+Groundwork for issue 9: no service calls these cores yet (the job manager, host manager
+and placement will). Nothing here reads a clock, draws a random number or does I/O.
 """

@@ -21,7 +21,7 @@ Contract:
 - DAEMON runs stop last: only once no other run is left on the host. A daemon instance
   exists for its host, so its SLA does not hold it back.
 - Once the deadline has passed, every run is killed whatever the SLA (a service without a
-  healthy replacement too), and the reason says so.
+  healthy replacement too), and the reason says so; daemons still stop last.
 - Runs whose kill is under way wait. A host with no runs is drained.
 - Deterministic: runs are handled in a fixed order (type: batch, service, stateful,
   daemon; then job id, then instance), whatever order they are given in.

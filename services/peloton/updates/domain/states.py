@@ -5,7 +5,8 @@ remembers the previous state and resume restores it"). There are nine statuses, 
 listed in `STATUSES`; `TRANSITIONS` maps ``(status, trigger) -> status`` and is the whole
 machine::
 
-    INITIALIZED      --start--> ROLLING_FORWARD      --start_paused/pause--> PAUSED(fwd)
+    INITIALIZED      --start--> ROLLING_FORWARD
+    INITIALIZED      --start_paused/pause--> PAUSED(fwd)
     ROLLING_FORWARD  --pause--> PAUSED(fwd)          --resume--> ROLLING_FORWARD
     ROLLING_FORWARD  --rollback--> ROLLING_BACKWARD  (user, or failures with
                                                       rollbackOnFailure)
