@@ -8,7 +8,9 @@ are in flight) one service is killed -9 and started again: jobmgr, the resmgr le
 wave, read from job-events:
 - it ends terminal (JobStateChanged to SUCCEEDED/FAILED/KILLED, or JobRejected);
 - no task ran twice at once: two runs of one instance are never both on a host (from a
-  run's first ON_HOST TaskStateChanged to its first terminal one) at the same time.
+  run's first ON_HOST TaskStateChanged to its first terminal one) at the same time, as
+  the job manager recorded it (job-events) and as the agents reported it
+  (task-status-reported: every task ran, and no two runs of one overlap there either).
 """
 
 from __future__ import annotations
@@ -24,9 +26,15 @@ import pytest
 from peloton.ha.election import parse_endpoint
 from peloton.minicluster.cluster import Cluster
 from peloton.minicluster.fleet import start_fleets
-from peloton.minicluster.load import JobFollower, on_host_overlaps, submit_jobs, wait_offers
+from peloton.minicluster.load import (
+    JobFollower,
+    agent_runs,
+    on_host_overlaps,
+    submit_jobs,
+    wait_offers,
+)
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 SEED = 8
 WAVES = 4
@@ -93,4 +101,8 @@ def test_waves_with_kills_every_job_terminal_no_task_twice(minicluster_factory: 
     assert not pending, (f"{len(pending)} jobs not terminal (kills {killed}, waits {waits}); "
                          f"their tasks: {follower.stuck_task_states()}")
     assert on_host_overlaps(follower.runs) == []
+    reported = asyncio.run(agent_runs(cluster.layout.bootstrap, follower.wanted))
+    assert {(j, i) for j, i, _r in reported} == {
+        (j, i) for j in follower.wanted for i in range(follower.instances[j])}
+    assert on_host_overlaps(reported) == []
     assert not follower.rejected, follower.rejected

@@ -9,7 +9,7 @@ from peloton.agent.app import AgentConfig
 from peloton.minicluster.burst import job_sizes
 from peloton.minicluster.fleet import AgentFleetCore
 from peloton.minicluster.load import JobFollower, RunHistory, on_host_overlaps, percentile
-from peloton.minicluster.restartbench import Captured, copy_record
+from peloton.minicluster.restartbench import Captured, copy_record, rebuild_figures
 from peloton.model.resources import Resources
 
 
@@ -116,3 +116,34 @@ def test_fleet_routes_a_request_to_the_host_it_names_only() -> None:
     statuses = [e for e in core.tick(10) if e.type == "TaskStatusReported"]
     assert [(e.key, [s["state"] for s in e.body["statuses"]]) for e in statuses] == [
         ("h2", ["KILLED"])]
+
+
+def test_rebuild_figures_read_the_shells_start_up_line() -> None:
+    log = ("2026-11-23 16:35:50,276 jobmgr INFO peloton.bus.driver: jobmgr: state rebuilt in "
+           "0.43s (full replay, 1012 records folded)\n"
+           "2026-11-23 16:36:10,302 jobmgr INFO peloton.bus.driver: jobmgr: state rebuilt in "
+           "0.09s (snapshot 1-1795451765604-3046c07f + tail, 13 records folded)\n"
+           "2026-11-23 16:36:11,000 jobmgr INFO peloton.bus.driver: jobmgr: snapshot "
+           "1-1795451771-ab written (900 bytes)\n")
+    assert rebuild_figures(log) == {"rebuild_s": 0.09, "rebuild_from": "snapshot + tail",
+                                    "folded": 13}
+    assert rebuild_figures(log.splitlines()[0]) == {"rebuild_s": 0.43,
+                                                    "rebuild_from": "full replay",
+                                                    "folded": 1012}
+    assert rebuild_figures("no start-up here") == {}
+
+
+def test_fleet_sends_again_what_did_not_reach_the_log() -> None:
+    core = fleet("h1", "h2")
+    kill = {"host": "h1", "at": 0, "kills": [
+        {"job_id": "j", "instance": 0, "run": 1, "grace_period_s": 1.0}]}
+    core.handle("TaskKillRequested", kill, 0)
+
+    def reports(now: int) -> list[tuple[str, list[str]]]:
+        return [(e.key, [s["state"] for s in e.body["statuses"]])
+                for e in core.tick(now) if e.type == "TaskStatusReported"]
+
+    assert reports(10) == [("h1", ["KILLED"])]
+    core.discard_unpublished()  # that tick's events were not published
+    assert reports(20) == [("h1", ["KILLED"])]
+    assert reports(30) == []  # published this time: not repeated

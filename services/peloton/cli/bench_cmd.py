@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,10 +31,27 @@ def show(result: dict[str, Any], output: str, title: str) -> None:
 
 
 @contextmanager
-def _bar(title: str) -> Iterator[Callable[[str, float], None]]:
-    """A transient rich progress bar on stderr; yields update(message, fraction)."""
+def _bar(title: str, every_s: float = 5.0) -> Iterator[Callable[[str, float], None]]:
+    """Progress on stderr; yields update(message, fraction). A transient rich bar on a
+    terminal; elsewhere (a log, CI) one plain line per new step, and per new message at
+    most every `every_s` seconds, so a long run still shows where it is."""
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        started = time.monotonic()
+        last_at, last_msg = [-every_s], [""]
+
+        def line(message: str, _fraction: float) -> None:
+            now = time.monotonic()
+            new_step = message.split()[:2] != last_msg[0].split()[:2]
+            if message != last_msg[0] and (new_step or now - last_at[0] >= every_s):
+                last_at[0], last_msg[0] = now, message
+                print(f"[{title} {now - started:6.1f}s] {message}", file=sys.stderr,
+                      flush=True)
+
+        yield line
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  console=err, transient=True) as bar:
         task = bar.add_task(title, total=1.0)
         yield lambda m, f: bar.update(task, description=m, completed=f)
 
@@ -47,11 +66,8 @@ def register(app: typer.Typer) -> typer.Typer:
         """Raw bus events/s beside end-to-end tasks/s (simulated agents), one run."""
         from peloton.minicluster.bench import pipeline
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("pipeline", total=1.0)
-            result = pipeline(tasks, jobs, agents, raw_events,
-                              progress=lambda m, f: bar.update(task, description=m, completed=f))
+        with _bar("pipeline") as update:
+            result = pipeline(tasks, jobs, agents, raw_events, progress=update)
         show(result, output, "pipeline")
 
     @bench.command("burst")
@@ -106,12 +122,22 @@ def register(app: typer.Typer) -> typer.Typer:
             print(json.dumps(result, indent=2))
             return
         show({k: v for k, v in result.items() if k != "restarts"}, output, "restart: setup")
-        table = Table("service", "consuming_s", "job_s", "restart_to_job_done_s",
-                      "probe_state", title="restart: kill -9, then start again")
+        table = Table("service", "consuming_s", "job_s", "kill_to_job_done_s", "probe",
+                      "rebuild after kill -9", "rebuild at cold start (whole history)",
+                      title="restart: kill -9, then start again (rebuild: seconds, records "
+                            "folded, from)")
+
+        def rebuild(row: dict[str, Any], pre: str) -> str:
+            if f"{pre}rebuild_s" not in row:
+                return "-"
+            return (f"{row[pre + 'rebuild_s']:.2f}s, {row[pre + 'folded']:,} rec, "
+                    f"{row[pre + 'rebuild_from']}")
+
         for row in result["restarts"]:
             table.add_row(row["service"], str(row["consuming_s"]), str(row["job_s"]),
-                          str(row["restart_to_job_done_s"]), row["probe_state"])
-        Console().print(table)
+                          str(row["restart_to_job_done_s"]), row["probe_state"],
+                          rebuild(row, ""), rebuild(row, "cold_"))
+        Console(width=max(Console().width, 140)).print(table)
         for row in result["restarts"]:
             if row["startup"]:
                 Console().print(f"{row['service']} start-up: {row['startup']}", soft_wrap=True)

@@ -56,6 +56,12 @@ class AgentFleetCore:
     def after_replay(self, now: int) -> list[Event]:
         return [ev for agent in self.agents.values() for ev in agent.after_replay(now)]
 
+    def discard_unpublished(self) -> None:
+        """The last call's events did not reach the log: each agent sends its again (an
+        agent whose events did reach it may repeat a report; consumers dedupe those)."""
+        for agent in self.agents.values():
+            agent.discard_unpublished()
+
     def snapshot(self) -> dict[str, Any]:
         return {}
 

@@ -7,7 +7,8 @@
   per run, the (at, state, host) history from TaskStateChanged. All times are the `at`
   the job manager stamps on its facts (wall-clock ms on the machine running jobmgr) and
   the `submitted_at` the client put in JobSubmitted; on one machine they share a clock.
-- `on_host_overlaps`: the "no task runs twice at once" check over a follower's history.
+- `on_host_overlaps`: the "no task runs twice at once" check over a follower's history,
+  or over `agent_runs` (what the agents reported, read from task-status-reported).
 - `wait_offers`: wait until the host manager offers every named host.
 """
 
@@ -22,11 +23,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from peloton.bus.codec import DecodeError, default_codec
-from peloton.bus.devbroker import consumer_settings, producer_settings
+from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
 from peloton.model.taskstate import ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
 
 __all__ = ["job_body", "submit_jobs", "JobFollower", "RunHistory", "on_host_overlaps",
-           "wait_offers", "percentile"]
+           "agent_runs", "wait_offers", "percentile"]
 
 
 def job_body(job_id: str, instances: int, duration_s: float = 0.1, cpu: float = 0.1,
@@ -198,20 +199,57 @@ def on_host_overlaps(runs: dict[tuple[str, int, int], RunHistory]) -> list[str]:
         start = hist.first(ON_HOST)
         if start is None:
             continue
-        end = hist.first(TERMINAL)
+        ended = hist.first(TERMINAL)
         spans.setdefault((job, inst), []).append(
-            (start, float("inf") if end is None else end, run))
+            (start, float("inf") if ended is None else ended, run))
     bad = []
     for (job, inst), items in spans.items():
         items.sort()
-        end, owner = items[0][1], items[0][2]
-        for start, until, run in items[1:]:
-            if start < end:
-                bad.append(f"{job}/{inst}: run {owner} on host until {end}, run {run} from "
-                           f"{start}")
-            if until > end:
-                end, owner = until, run
+        busy_until, owner = items[0][1], items[0][2]
+        for begin, until, run in items[1:]:
+            if begin < busy_until:
+                bad.append(f"{job}/{inst}: run {owner} on host until {busy_until}, run {run} "
+                           f"from {begin}")
+            if until > busy_until:
+                busy_until, owner = until, run
     return bad
+
+
+async def agent_runs(bootstrap: str, jobs: set[str]) -> dict[tuple[str, int, int], RunHistory]:
+    """What the agents say they did: per run of `jobs`, the (at, state, host) of every
+    status in `task-status-reported`, read from its start to its current end. The agents'
+    side of "no task runs twice at once" (`on_host_overlaps` over this), independent of
+    what the job manager made of it."""
+    codec = default_codec()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **consumer_settings(),  # type: ignore[arg-type]
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                max_partition_fetch_bytes=8 << 20)
+    await consumer.start()
+    runs: dict[tuple[str, int, int], RunHistory] = {}
+    try:
+        parts = [TopicPartition("task-status-reported", p) for p in
+                 sorted(consumer.partitions_for_topic("task-status-reported") or ())]
+        consumer.assign(parts)
+        ends = await log_end_offsets(consumer, parts)
+        await consumer.seek_to_beginning(*parts)
+        left = {tp for tp in parts if ends[tp] > 0}
+        while left:
+            batch = await consumer.getmany(*left, timeout_ms=500, max_records=10_000)
+            for tp, records in batch.items():
+                for rec in records:
+                    if rec.offset >= ends[tp]:
+                        continue
+                    etype, body = codec.decode(rec.value)
+                    for st in body["statuses"] if etype == "TaskStatusReported" else ():
+                        if st["job_id"] in jobs:
+                            key = (st["job_id"], st["instance"], st["run"])
+                            runs.setdefault(key, RunHistory()).changes.append(
+                                (body["at"], st["state"], body["host"]))
+                if records and records[-1].offset + 1 >= ends[tp]:
+                    left.discard(tp)
+    finally:
+        await consumer.stop()
+    return runs
 
 
 async def wait_offers(bootstrap: str, hosts: set[str], timeout: float) -> None:

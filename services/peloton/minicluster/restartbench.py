@@ -22,7 +22,14 @@ committed) -> then, for each service in turn: kill -9, start it again, and measu
   assigned, which the shell reaches only after its start-up replay or snapshot load);
 - job_s: a new job of `probe_tasks` tasks submitted right at readiness, until its
   JobStateChanged SUCCEEDED (read from job-events);
-- startup: the service's last log line about its start (replay or snapshot), if any.
+- rebuild_s / folded / rebuild_from: the shell's "state rebuilt" log line at that start
+  (seconds to load the snapshot and fold the tail, records folded, from what);
+- cold_rebuild_s / cold_folded / cold_rebuild_from: the same line at the cold start, where
+  the newest snapshot predates the whole history (written before it), so the tail is the
+  whole history: what a full replay of it costs, side by side with snapshot + tail;
+- startup: the start-up lines (fallback warnings, "state rebuilt") of the restart.
+Before the first kill it waits (up to `snapshot_wait_s`) until each service has written a
+snapshot over the history; those that did not are listed (`no_snapshot_before_kill`).
 The benchmark measures whatever the shell does (full replay, or snapshot plus tail).
 """
 
@@ -56,8 +63,10 @@ SERVICES = ("jobmgr", "resmgr-1", "placement", "hostmgr")
 _TIME_KEYS = frozenset({"at", "submitted_at", "not_before_ms"})
 _NOT_COPIED = frozenset({"HostStatusReported", "HostRegistered", "OfferReceived", "HostLost",
                          "DeadLetterRecorded"})
-_STARTUP_WORDS = ("rebuilt", "snapshot", "replayed")
+_STARTUP_WORDS = ("state rebuilt", "replaying the whole log")
 _LOG_PREFIX = re.compile(r"^(\[[^\]]*\] )+")
+_REBUILT = re.compile(r"state rebuilt in ([0-9.]+)s \((.*?), (\d+) records folded\)")
+_SNAPSHOT_WRITTEN = re.compile(r"snapshot \S+ written")
 
 
 @dataclass(frozen=True)
@@ -189,20 +198,56 @@ async def _probe(bootstrap: str, tasks: int, timeout: float, prefix: str = "prob
 
 
 def _startup_note(log: Path, offset: int) -> str:
+    """The start-up lines (snapshot fallback warnings, "state rebuilt") logged after
+    `offset`, prefixes cut."""
+    lines = _log_text(log, offset).splitlines()
+    notes = [_LOG_PREFIX.sub("", ln) for ln in lines
+             if any(w in ln for w in _STARTUP_WORDS)]
+    return " | ".join(n[n.find(": ", n.find("peloton.")) + 2:] if "peloton." in n else n
+                      for n in notes)[:240]
+
+
+def _log_text(log: Path, offset: int) -> str:
     try:
         with log.open("rb") as f:
             f.seek(offset)
-            lines = f.read().decode(errors="replace").splitlines()
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
-    notes = [ln for ln in lines if any(w in ln.lower() for w in _STARTUP_WORDS)]
-    return _LOG_PREFIX.sub("", notes[-1])[:120] if notes else ""
+
+
+def _log_size(cluster: Cluster, name: str) -> int:
+    log = Path(cluster.procs[name].log)
+    return log.stat().st_size if log.exists() else 0
+
+
+def rebuild_figures(text: str) -> dict[str, Any]:
+    """The shell's last "state rebuilt in S s (FROM, N records folded)" line in `text`:
+    {"rebuild_s", "rebuild_from", "folded"}; empty when there is none."""
+    found = _REBUILT.findall(text)
+    if not found:
+        return {}
+    secs, source, folded = found[-1]
+    return {"rebuild_s": float(secs), "rebuild_from": "snapshot + tail"
+            if "snapshot" in source else source, "folded": int(folded)}
+
+
+def _wait_snapshot(cluster: Cluster, offsets: dict[str, int], timeout: float) -> list[str]:
+    """Wait until each service in `offsets` logged a snapshot written after its offset;
+    returns those that did not within `timeout`."""
+    deadline = time.monotonic() + timeout
+    left = set(offsets)
+    while left and time.monotonic() < deadline:
+        left = {n for n in left if not _SNAPSHOT_WRITTEN.search(
+            _log_text(Path(cluster.procs[n].log), offsets[n]))}
+        time.sleep(0.5)
+    return sorted(left)
 
 
 def _restart(cluster: Cluster, name: str, probe_tasks: int, timeout: float) -> dict[str, Any]:
     proc = cluster.procs[name]
     log = Path(proc.log)
-    offset = log.stat().st_size if log.exists() else 0
+    offset = _log_size(cluster, name)
     cluster.stop(name, signal.SIGKILL, timeout=5.0)
     killed = time.monotonic()
     cluster.spawn(name, proc.argv)
@@ -211,14 +256,15 @@ def _restart(cluster: Cluster, name: str, probe_tasks: int, timeout: float) -> d
     job_s, _job, state = asyncio.run(_probe(cluster.layout.bootstrap, probe_tasks, timeout))
     return {"service": name, "consuming_s": round(consuming, 2), "job_s": round(job_s, 2),
             "restart_to_job_done_s": round(time.monotonic() - killed, 2),
-            "probe_state": state, "startup": _startup_note(log, offset)}
+            "probe_state": state, **rebuild_figures(_log_text(log, offset)),
+            "startup": _startup_note(log, offset)}
 
 
 def restart_bench(tasks: int = 1_000_000, tasks_per_job: int = 100, hosts: int = 4,
                   services: tuple[str, ...] = SERVICES, probe_tasks: int = 4,
                   span_s: float = 3600.0, age_s: float = 600.0, timeout_s: float = 900.0,
-                  run_dir: Path | None = None, progress: Progress | None = None
-                  ) -> dict[str, Any]:
+                  snapshot_wait_s: float = 60.0, run_dir: Path | None = None,
+                  progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmark (module docstring). Returns the setup figures and one row per
     service under "restarts"."""
     say: Progress = progress or (lambda _m, _f: None)
@@ -248,15 +294,23 @@ def restart_bench(tasks: int = 1_000_000, tasks_per_job: int = 100, hosts: int =
             write_s = time.monotonic() - started
             say(f"cold start over {jobs * tasks_per_job:,} finished tasks", 0.0)
             started = time.monotonic()
+            offsets = {name: _log_size(cluster, name) for name in names}
             for name in names:
                 cluster.spawn(name, cluster.procs[name].argv)
             cluster.wait_consuming(names, timeout_s)
             cold_consuming = time.monotonic() - started
             cold_job, _probe_id, cold_state = asyncio.run(_probe(boot, probe_tasks, timeout_s))
+            cold = {n: rebuild_figures(_log_text(Path(cluster.procs[n].log), offsets[n]))
+                    for n in services}
+            say("waiting for each service's first snapshot over the history", 0.0)
+            no_snapshot = _wait_snapshot(cluster, {n: offsets[n] for n in services},
+                                         snapshot_wait_s)
             rows = []
             for i, name in enumerate(services):
                 say(f"kill -9 {name}", i / len(services))
-                rows.append(_restart(cluster, name, probe_tasks, timeout_s))
+                row = _restart(cluster, name, probe_tasks, timeout_s)
+                row.update({f"cold_{k}": v for k, v in cold.get(name, {}).items()})
+                rows.append(row)
         finally:
             down(layout.run_dir)
     return {"finished_tasks": jobs * tasks_per_job, "jobs": jobs,
@@ -267,5 +321,6 @@ def restart_bench(tasks: int = 1_000_000, tasks_per_job: int = 100, hosts: int =
             "write_s": round(write_s, 1), "template_job_s": round(template_s, 2),
             "cold_start_consuming_s": round(cold_consuming, 2),
             "cold_start_job_s": round(cold_job, 2), "cold_start_probe_state": cold_state,
+            "no_snapshot_before_kill": ", ".join(no_snapshot) or "-",
             "restarts": rows}
 
