@@ -218,7 +218,8 @@ def test_readme_kafka_snippet_submits_a_job(minicluster: Cluster, api: httpx.Cli
     assert snippet is not None
     job_id = f"readme-{uuid.uuid4().hex[:8]}"
     code = (snippet.group(1).replace("127.0.0.1:19092", minicluster.layout.bootstrap)
-            .replace("nightly-etl-42", job_id).replace('"instance_count": 10', '"instance_count": 2'))
+            .replace("nightly-etl-42", job_id)
+            .replace('"instance_count": 10', '"instance_count": 2'))
     monkeypatch.chdir(ROOT)
     exec(compile(code, "README.md", "exec"), {"__name__": "readme_snippet"})
     job = wait_job(api, job_id, TERMINAL)

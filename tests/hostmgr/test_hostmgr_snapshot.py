@@ -21,6 +21,7 @@ import pytest
 from event_bodies import heartbeat, host_registered, job_created, placement, placement_made
 from hostmgr_histories import History, history
 from hypothesis import HealthCheck, given, settings
+from json_paths import json_paths, parent_of
 
 from peloton.hostmgr.domain import snapshot
 from peloton.hostmgr.service import HostManagerCore
@@ -124,18 +125,6 @@ def test_a_snapshot_covers_every_part_of_the_state() -> None:
     assert twin.tick(200) == core.tick(200)
 
 
-def _mutations(state: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path into the snapshot's JSON tree."""
-    paths = [path]
-    if isinstance(state, dict):
-        for k, v in state.items():
-            paths += _mutations(v, (*path, k))
-    elif isinstance(state, list):
-        for i, v in enumerate(state):
-            paths += _mutations(v, (*path, i))
-    return paths
-
-
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=3),
                  st.lists(st.integers(0, 3), max_size=3),
                  st.dictionaries(st.text(max_size=2), st.integers(0, 2), max_size=2))
@@ -148,12 +137,9 @@ def test_unreadable_snapshots_raise_a_readable_error_and_change_nothing(
     core = _busy_core()
     before = core.snapshot()
     state = _json(before)
-    paths = _mutations(state)
-    path = data.draw(st.sampled_from(paths[1:]))
+    path = data.draw(st.sampled_from(json_paths(state)[1:]))
     junk = data.draw(JUNK)
-    target = state
-    for k in path[:-1]:
-        target = target[k]
+    target = parent_of(state, path)
     if data.draw(st.booleans()) and isinstance(target, dict):
         del target[path[-1]]
     else:

@@ -18,6 +18,7 @@ from event_bodies import placement_rejected, tasks_admitted
 from hypothesis import HealthCheck, given, settings
 from jobmgr_driver import RECONCILE
 from jobmgr_inputs import Input, input_streams
+from json_paths import json_paths, parent_of
 
 from peloton.bus.codec import default_codec
 from peloton.jobmgr.domain.snapshot import SNAPSHOT_VERSION
@@ -190,19 +191,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.text(max
                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found += _paths(v, (*prefix, i))
-    return found
-
-
 SAMPLE = _sample_state()
-PATHS = _paths(SAMPLE)[1:]
+PATHS = json_paths(SAMPLE)[1:]
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
@@ -210,10 +200,7 @@ PATHS = _paths(SAMPLE)[1:]
 def test_any_corrupted_field_is_read_or_refused_never_a_crash(path: tuple[Any, ...],
                                                               value: Any) -> None:
     state = copy.deepcopy(SAMPLE)
-    where: Any = state
-    for key in path[:-1]:
-        where = where[key]
-    where[path[-1]] = value
+    parent_of(state, path)[path[-1]] = value
     c = core()
     try:
         c.restore(state)

@@ -1,14 +1,27 @@
 """The load-test plumbing's pure parts: overlap check, percentiles, history copies, the
-simulated-agent fleet's routing."""
+simulated-agent fleet's routing; and reading topics to their end, over a fake consumer."""
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition
 
 from peloton.agent.app import AgentConfig
+from peloton.minicluster import load
 from peloton.minicluster.burst import job_sizes
 from peloton.minicluster.fleet import AgentFleetCore
-from peloton.minicluster.load import JobFollower, RunHistory, on_host_overlaps, percentile
+from peloton.minicluster.load import (
+    JobFollower,
+    RunHistory,
+    on_host_overlaps,
+    percentile,
+    read_to_end,
+)
 from peloton.minicluster.restartbench import Captured, copy_record, rebuild_figures
 from peloton.model.resources import Resources
 
@@ -147,3 +160,78 @@ def test_fleet_sends_again_what_did_not_reach_the_log() -> None:
     core.discard_unpublished()  # that tick's events were not published
     assert reports(20) == [("h1", ["KILLED"])]
     assert reports(30) == []  # published this time: not repeated
+
+
+class _Log:
+    """A fake consumer over fixed partitions: `ends` is each partition's end when reading
+    begins; its log holds `extra` more records after that (produced meanwhile)."""
+
+    def __init__(self, ends: dict[tuple[str, int], int], extra: int = 2) -> None:
+        self.ends = {TopicPartition(t, p): n for (t, p), n in ends.items()}
+        self.log = {tp: [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=o,
+                                         value=f"{tp.topic}/{tp.partition}/{o}".encode())
+                         for o in range(n + extra)] for tp, n in self.ends.items()}
+        self.pos: dict[TopicPartition, int] = {}
+        self.assigned: set[TopicPartition] = set()
+        self.polled: set[TopicPartition] = set()
+        self.stopped = False
+
+    def __call__(self, **_kw: Any) -> _Log:  # stands in for AIOKafkaConsumer(...)
+        return self
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {tp.partition for tp in self.ends if tp.topic == topic}
+
+    def assign(self, parts: list[TopicPartition]) -> None:
+        self.assigned = set(parts)
+
+    async def seek_to_beginning(self, *parts: TopicPartition) -> None:
+        self.pos.update(dict.fromkeys(parts, 0))
+
+    async def getmany(self, *parts: TopicPartition, timeout_ms: int,
+                      max_records: int) -> dict[TopicPartition, list[Any]]:
+        assert set(parts) <= self.assigned
+        self.polled |= set(parts)
+        out = {}
+        for tp in parts:  # two records a fetch, so a partition takes several
+            out[tp] = self.log[tp][self.pos[tp]:self.pos[tp] + 2]
+            self.pos[tp] += len(out[tp])
+        return out
+
+
+def fake_log(monkeypatch: pytest.MonkeyPatch, ends: dict[tuple[str, int], int]) -> _Log:
+    log = _Log(ends)
+
+    async def log_end_offsets(_c: Any, parts: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: log.ends[tp] for tp in parts}
+
+    monkeypatch.setattr(load, "AIOKafkaConsumer", log)
+    monkeypatch.setattr(load, "log_end_offsets", log_end_offsets)
+    return log
+
+
+async def test_read_to_end_reads_each_partition_to_its_end_when_reading_began(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log = fake_log(monkeypatch, {("a", 0): 5, ("a", 1): 0, ("b", 0): 3, ("c", 0): 4})
+    got = [rec.value.decode() async for rec in read_to_end("broker", ["a", "b"])]
+    assert sorted(got) == sorted([f"a/0/{o}" for o in range(5)] + ["b/0/0", "b/0/1", "b/0/2"])
+    for tp in (TopicPartition("a", 0), TopicPartition("b", 0)):  # each in offset order
+        mine = [v for v in got if v.startswith(f"{tp.topic}/{tp.partition}/")]
+        assert mine == sorted(mine, key=lambda v: int(v.rsplit("/", 1)[1]))
+    assert log.assigned == {TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)}
+    assert TopicPartition("a", 1) not in log.polled and log.stopped  # empty: never fetched
+
+
+async def test_read_to_end_stops_its_consumer_when_the_reader_stops_early(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log = fake_log(monkeypatch, {("a", 0): 9})
+    async with aclosing(read_to_end("broker", ["a"])) as records:
+        async for _rec in records:
+            break
+    assert log.stopped

@@ -5,8 +5,8 @@ them all, so a helper that drifts from its schema fails there). Job bodies go th
 real job file parser and validator, so JobCreated bodies look like the ones jobmgr makes:
 `job_submitted("j1", instances=3)`, `job_created("j1", instances=3, max_failures=2)`.
 
-Other test folders import this module by putting tests/model on sys.path (their conftest
-or the top of the file); it is not a test module itself.
+Every test folder imports it as `from event_bodies import ...` (pyproject.toml puts
+tests/model on pytest's `pythonpath`); it is not a test module itself.
 """
 
 from __future__ import annotations

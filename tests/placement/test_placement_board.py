@@ -7,13 +7,9 @@ round runs when nothing changed.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     launch,
     launch_requested,
@@ -24,8 +20,8 @@ from event_bodies import (  # noqa: E402
     tasks_admitted,
 )
 
-from peloton.model.event import Event  # noqa: E402
-from peloton.placement.domain.board import PlacementBoard  # noqa: E402
+from peloton.model.event import Event
+from peloton.placement.domain.board import PlacementBoard
 
 Body = dict[str, Any]
 

@@ -17,16 +17,9 @@ for every run, the latest run of every instance was launched (none waits forever
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     launch,
     launch_requested,
@@ -34,8 +27,10 @@ from event_bodies import (  # noqa: E402
     offer_received,
     task_state_changed,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from peloton.placement.domain.board import PlacementBoard, RunKey  # noqa: E402
+from peloton.placement.domain.board import PlacementBoard, RunKey
 
 Body = dict[str, Any]
 CPUS = {"h1": 4, "h2": 3, "h3": 2}  # room for every run below (8 runs of 1 cpu)

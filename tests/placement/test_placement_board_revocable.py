@@ -5,21 +5,17 @@ flight hold room in both pools until an offer counts them."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     offer,
     offer_received,
     tasks_admitted,
 )
 
-from peloton.model.event import Event  # noqa: E402
-from peloton.placement.domain.board import PlacementBoard  # noqa: E402
+from peloton.model.event import Event
+from peloton.placement.domain.board import PlacementBoard
 
 Body = dict[str, Any]
 

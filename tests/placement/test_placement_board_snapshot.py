@@ -7,17 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     job_state_changed,
     launch,
@@ -28,8 +21,10 @@ from event_bodies import (  # noqa: E402
     task_state_changed,
     tasks_admitted,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from peloton.placement.service import PlacementCore  # noqa: E402
+from peloton.placement.service import PlacementCore
 
 Body = dict[str, Any]
 HOSTS = ("h1", "h2", "h3")

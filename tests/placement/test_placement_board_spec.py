@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from event_bodies import job_created, offer, offer_received, tasks_admitted
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import job_created, offer, offer_received, tasks_admitted  # noqa: E402
-
-from peloton.model.spec import JobSpec  # noqa: E402
-from peloton.placement.domain import board as board_module  # noqa: E402
-from peloton.placement.domain.board import PlacementBoard  # noqa: E402
+from peloton.model.spec import JobSpec
+from peloton.placement.domain import board as board_module
+from peloton.placement.domain.board import PlacementBoard
 
 DOMAIN = Path(__file__).resolve().parents[2] / "services" / "peloton" / "placement" / "domain"
 SPEC_FIELDS = {"default_task", "instance_tasks", "gang_size", "placement_strategy",

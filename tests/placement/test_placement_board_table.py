@@ -5,16 +5,9 @@ offer minus in-flight placements, unavailable hosts left out)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     launch,
     launch_requested,
@@ -24,13 +17,15 @@ from event_bodies import (  # noqa: E402
     task_state_changed,
     tasks_admitted,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from peloton.model.resources import Resources  # noqa: E402
-from peloton.placement.domain.board import PlacementBoard  # noqa: E402
-from peloton.placement.domain.hostindex import HostTable  # noqa: E402
-from peloton.placement.domain.hostviews import HostViews  # noqa: E402
-from peloton.placement.domain.hostviews import free_ranges as _free_ranges  # noqa: E402
-from peloton.placement.domain.types import HostView  # noqa: E402
+from peloton.model.resources import Resources
+from peloton.placement.domain.board import PlacementBoard
+from peloton.placement.domain.hostindex import HostTable
+from peloton.placement.domain.hostviews import HostViews
+from peloton.placement.domain.hostviews import free_ranges as _free_ranges
+from peloton.placement.domain.types import HostView
 
 Body = dict[str, Any]
 HOSTS = ("h1", "h2", "h3", "h4")

@@ -8,28 +8,23 @@ cluster past its capacity, never admits a run twice and admits gangs whole.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     host_lost,
     job_created,
     offer,
     offer_received,
     task_state_changed,
 )
+from hypothesis import HealthCheck, given, settings
 
-from peloton.bus.codec import default_codec  # noqa: E402
-from peloton.model.event import Event  # noqa: E402
-from peloton.model.resources import Resources  # noqa: E402
-from peloton.resmgr.domain.cycle import ResourceManager  # noqa: E402
+from peloton.bus.codec import default_codec
+from peloton.model.event import Event
+from peloton.model.resources import Resources
+from peloton.resmgr.domain.cycle import ResourceManager
 
 CYCLE_MS = 10_000
 

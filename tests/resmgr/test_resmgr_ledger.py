@@ -10,18 +10,12 @@ ended run in the allocation.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     offer,
     offer_received,
@@ -29,11 +23,12 @@ from event_bodies import (  # noqa: E402
     tasks_admitted,
     tasks_preempted,
 )
+from hypothesis import HealthCheck, given, settings
 
-from peloton.model.resources import Resources  # noqa: E402
-from peloton.model.taskstate import TERMINAL  # noqa: E402
-from peloton.resmgr.domain.cycle import ResourceManager  # noqa: E402
-from peloton.resmgr.domain.ledger import Ledger  # noqa: E402
+from peloton.model.resources import Resources
+from peloton.model.taskstate import TERMINAL
+from peloton.resmgr.domain.cycle import ResourceManager
+from peloton.resmgr.domain.ledger import Ledger
 
 Fact = tuple[str, str, dict[str, Any]]  # (partition, type, body)
 

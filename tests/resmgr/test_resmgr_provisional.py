@@ -10,21 +10,17 @@ tasks are admitted against the slack entitlement, like a revocable job.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     offer,
     offer_received,
     task_state_changed,
 )
 
-from peloton.model.event import Event  # noqa: E402
-from peloton.resmgr.domain.cycle import BACKOFF_REASON, ResourceManager  # noqa: E402
+from peloton.model.event import Event
+from peloton.resmgr.domain.cycle import BACKOFF_REASON, ResourceManager
 
 TIMEOUT = 5_000
 

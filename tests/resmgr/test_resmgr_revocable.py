@@ -14,25 +14,21 @@ the preempted runs are retried and everything succeeds.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     offer,
     offer_received,
     task_state_changed,
 )
 
-from peloton.model.event import Event  # noqa: E402
-from peloton.model.resources import Resources  # noqa: E402
-from peloton.resmgr.domain.admission import PoolAllocation  # noqa: E402
-from peloton.resmgr.domain.cycle import ResourceManager, revocable_capacity  # noqa: E402
-from peloton.runner import batch_job  # noqa: E402
-from peloton.runner import cluster as memory_cluster  # noqa: E402
+from peloton.model.event import Event
+from peloton.model.resources import Resources
+from peloton.resmgr.domain.admission import PoolAllocation
+from peloton.resmgr.domain.cycle import ResourceManager, revocable_capacity
+from peloton.runner import batch_job
+from peloton.runner import cluster as memory_cluster
 
 POOL = "/batch"
 

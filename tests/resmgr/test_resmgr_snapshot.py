@@ -10,25 +10,20 @@ core unchanged.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-
-from event_bodies import (  # noqa: E402
+from event_bodies import (
     job_created,
     offer,
     offer_received,
     task_state_changed,
 )
+from hypothesis import HealthCheck, given, settings
 
-from peloton.model.event import Event  # noqa: E402
-from peloton.resmgr.service import ResourceManagerCore  # noqa: E402
+from peloton.model.event import Event
+from peloton.resmgr.service import ResourceManagerCore
 
 Op = tuple[str, int]
 _NEXT = {"READY": "RUNNING", "RUNNING": "SUCCEEDED"}

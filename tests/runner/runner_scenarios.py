@@ -1,7 +1,9 @@
-"""Shared pieces of the runner scenarios: jobs by shape, and what a stuck run looks like."""
+"""Shared pieces of the runner scenarios: jobs by shape, what a stuck run looks like, and a
+digest of a run's whole log (to compare two runs record for record)."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import random
 from collections import Counter
@@ -11,6 +13,16 @@ from typing import Any
 
 from peloton.bus.service import ServiceCore
 from peloton.runner import SERVICES, MemoryRunner, batch_job
+
+
+def log_digest(runner: MemoryRunner) -> str:
+    """A digest of every record of every topic partition of `runner`'s log: equal digests,
+    same log (offsets, times, keys and values)."""
+    h = hashlib.sha256()
+    for (name, p), records in sorted(runner.logs.items()):
+        for rec in records:
+            h.update(f"{name}/{p}/{rec.offset}/{rec.at_ms}/".encode() + rec.key + rec.value)
+    return h.hexdigest()
 
 
 def small_jobs(rng: random.Random, prefix: str, n: int, max_tasks: int = 8,

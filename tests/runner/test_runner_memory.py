@@ -6,20 +6,13 @@ import hashlib
 
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
+from runner_scenarios import log_digest
 
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import EncodeError
 from peloton.model.event import Event
 from peloton.runner import HandlerFailed, MemoryRunner, batch_job, cluster, footprint, partition_for
 from peloton.runner.watch import TaskView
-
-
-def log_digest(runner: MemoryRunner) -> str:
-    h = hashlib.sha256()
-    for (name, p), records in sorted(runner.logs.items()):
-        for rec in records:
-            h.update(f"{name}/{p}/{rec.offset}/{rec.at_ms}/".encode() + rec.key + rec.value)
-    return h.hexdigest()
 
 
 def run_small(seed: int, **options: object) -> MemoryRunner:

@@ -13,26 +13,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from runner_scenarios import small_jobs, stuck_summary
+from runner_scenarios import log_digest, small_jobs, stuck_summary
 
 from peloton.placement.service import PlacementCore
 from peloton.runner import SERVICES, MemoryRunner, cluster
 
 START_MS = 1_700_000_000_000
-
-
-def log_digest(runner: MemoryRunner) -> str:
-    h = hashlib.sha256()
-    for (name, p), records in sorted(runner.logs.items()):
-        for rec in records:
-            h.update(f"{name}/{p}/{rec.offset}/{rec.at_ms}/".encode() + rec.key + rec.value)
-    return h.hexdigest()
 
 
 def burst(seed: int, reload: bool, services: dict[str, Any] | None = None,

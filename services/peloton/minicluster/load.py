@@ -9,6 +9,7 @@
   the `submitted_at` the client put in JobSubmitted; on one machine they share a clock.
 - `on_host_overlaps`: the "no task runs twice at once" check over a follower's history,
   or over `agent_runs` (what the agents reported, read from task-status-reported).
+- `read_to_end`: every record of some topics, from their start to their current end.
 - `wait_offers`: wait until the host manager offers every named host.
 """
 
@@ -16,18 +17,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from peloton.bus.codec import DecodeError, default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
 from peloton.model.taskstate import ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
 
 __all__ = ["job_body", "submit_jobs", "JobFollower", "RunHistory", "on_host_overlaps",
-           "agent_runs", "wait_offers", "percentile"]
+           "agent_runs", "read_to_end", "wait_offers", "percentile"]
 
 
 def job_body(job_id: str, instances: int, duration_s: float = 0.1, cpu: float = 0.1,
@@ -221,14 +223,30 @@ async def agent_runs(bootstrap: str, jobs: set[str]) -> dict[tuple[str, int, int
     side of "no task runs twice at once" (`on_host_overlaps` over this), independent of
     what the job manager made of it."""
     codec = default_codec()
+    runs: dict[tuple[str, int, int], RunHistory] = {}
+    async with aclosing(read_to_end(bootstrap, ["task-status-reported"])) as records:
+        async for rec in records:
+            etype, body = codec.decode(rec.value)
+            for st in body["statuses"] if etype == "TaskStatusReported" else ():
+                if st["job_id"] in jobs:
+                    key = (st["job_id"], st["instance"], st["run"])
+                    runs.setdefault(key, RunHistory()).changes.append(
+                        (body["at"], st["state"], body["host"]))
+    return runs
+
+
+async def read_to_end(bootstrap: str,
+                      topics: Iterable[str]) -> AsyncGenerator[ConsumerRecord, None]:
+    """Every record of every partition of `topics`, from its start to its end as it was when
+    reading began (what is produced meanwhile is not read), each partition in offset order.
+    Use it in `contextlib.aclosing` so the consumer stops however the loop ends."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **consumer_settings(),  # type: ignore[arg-type]
                                 auto_offset_reset="earliest", enable_auto_commit=False,
                                 max_partition_fetch_bytes=8 << 20)
     await consumer.start()
-    runs: dict[tuple[str, int, int], RunHistory] = {}
     try:
-        parts = [TopicPartition("task-status-reported", p) for p in
-                 sorted(consumer.partitions_for_topic("task-status-reported") or ())]
+        parts = [TopicPartition(t, p) for t in topics
+                 for p in sorted(consumer.partitions_for_topic(t) or ())]
         consumer.assign(parts)
         ends = await log_end_offsets(consumer, parts)
         await consumer.seek_to_beginning(*parts)
@@ -237,19 +255,12 @@ async def agent_runs(bootstrap: str, jobs: set[str]) -> dict[tuple[str, int, int
             batch = await consumer.getmany(*left, timeout_ms=500, max_records=10_000)
             for tp, records in batch.items():
                 for rec in records:
-                    if rec.offset >= ends[tp]:
-                        continue
-                    etype, body = codec.decode(rec.value)
-                    for st in body["statuses"] if etype == "TaskStatusReported" else ():
-                        if st["job_id"] in jobs:
-                            key = (st["job_id"], st["instance"], st["run"])
-                            runs.setdefault(key, RunHistory()).changes.append(
-                                (body["at"], st["state"], body["host"]))
+                    if rec.offset < ends[tp]:
+                        yield rec
                 if records and records[-1].offset + 1 >= ends[tp]:
                     left.discard(tp)
     finally:
         await consumer.stop()
-    return runs
 
 
 async def wait_offers(bootstrap: str, hosts: set[str], timeout: float) -> None:

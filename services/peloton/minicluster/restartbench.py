@@ -43,18 +43,19 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import DecodeError, default_codec
-from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
+from peloton.bus.devbroker import producer_settings
 from peloton.minicluster.cluster import Cluster, Layout, down, up
 from peloton.minicluster.fleet import start_fleets
-from peloton.minicluster.load import JobFollower, submit_jobs, wait_offers
+from peloton.minicluster.load import JobFollower, read_to_end, submit_jobs, wait_offers
 
 __all__ = ["restart_bench", "Captured", "capture", "copy_record", "SERVICES"]
 
@@ -84,36 +85,19 @@ async def capture(bootstrap: str, job_id: str) -> list[Captured]:
     """Every record on any catalog topic that names `job_id`, in timestamp order."""
     codec = default_codec()
     needle = job_id.encode()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
-                                **consumer_settings())  # type: ignore[arg-type]
-    await consumer.start()
     out: list[tuple[int, str, int, Captured]] = []
-    try:
-        parts = [TopicPartition(t.name, p) for t in TOPICS
-                 for p in sorted(consumer.partitions_for_topic(t.name) or ())]
-        consumer.assign(parts)
-        ends = await log_end_offsets(consumer, parts)
-        await consumer.seek_to_beginning(*parts)
-        left = {tp for tp in parts if ends[tp] > 0}
-        while left:
-            batch = await consumer.getmany(*left, timeout_ms=500, max_records=10_000)
-            for tp, records in batch.items():
-                for rec in records:
-                    if rec.offset >= ends[tp] or rec.value is None or needle not in rec.value:
-                        continue
-                    try:
-                        etype, body = codec.decode(rec.value)
-                    except DecodeError:
-                        continue
-                    if etype not in _NOT_COPIED:
-                        key = rec.key.decode() if rec.key else ""
-                        out.append((rec.timestamp, tp.topic, rec.offset,
-                                    Captured(tp.topic, key, rec.timestamp, etype, body)))
-                if records and records[-1].offset + 1 >= ends[tp]:
-                    left.discard(tp)
-    finally:
-        await consumer.stop()
+    async with aclosing(read_to_end(bootstrap, [t.name for t in TOPICS])) as records:
+        async for rec in records:
+            if rec.value is None or needle not in rec.value:
+                continue
+            try:
+                etype, body = codec.decode(rec.value)
+            except DecodeError:
+                continue
+            if etype not in _NOT_COPIED:
+                key = rec.key.decode() if rec.key else ""
+                out.append((rec.timestamp, rec.topic, rec.offset,
+                            Captured(rec.topic, key, rec.timestamp, etype, body)))
     return [c for *_o, c in sorted(out, key=lambda x: x[:3])]
 
 
