@@ -4,6 +4,7 @@ and every service reads and replays only catalog topics."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 from bus_samples import SCHEMA_DIR
@@ -61,7 +62,7 @@ def test_unknown_names_raise_key_error() -> None:
 
 @pytest.mark.parametrize("core", [JobManagerCore, HostManagerCore, ResourceManagerCore,
                                   PlacementCore], ids=lambda c: c.__name__)
-def test_services_read_and_replay_only_catalog_topics(core: type) -> None:
+def test_services_read_and_replay_only_catalog_topics(core: Any) -> None:
     names = {t.name for t in TOPICS}
     assert set(core.inputs) <= names
     assert set(core.replay) <= names

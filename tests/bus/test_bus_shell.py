@@ -8,6 +8,7 @@ consumer that lost its group offsets: the worst case for the skip rule).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from shell_core import (
@@ -19,6 +20,7 @@ from shell_core import (
     log_state,
     produce,
     read_topic,
+    rejected,
     submit,
 )
 
@@ -26,6 +28,7 @@ from peloton.bus.codec import default_codec
 from peloton.bus.faustapp import ensure_topics
 from peloton.bus.publisher import Publisher
 from peloton.bus.snapshots import FORMAT, SnapshotHeader, encode_state, write_snapshot
+from peloton.model.event import Event
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -115,21 +118,102 @@ BAD_SNAPSHOTS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SNAPSHOTS))
-async def test_an_unusable_snapshot_means_a_full_replay_with_a_warning(
+async def test_the_newest_usable_snapshot_wins_over_a_newer_unusable_one(
         fresh_broker: str, case: str, caplog: pytest.LogCaptureFixture) -> None:
     await ensure_topics(fresh_broker)
     expected = await _snapshot_then_tail(fresh_broker)
     await _write(fresh_broker, *BAD_SNAPSHOTS[case])  # the newest, and unusable
     caplog.set_level(logging.WARNING, logger="peloton.bus.driver")
     second = driver_for(fresh_broker, AnswerCore())
-    folded = await second.rebuild()
-    if case in ("state the core cannot read", "not compressed JSON"):
-        assert folded == 30  # read, but unusable: whole log
-    else:
-        assert folded == 3 + 3  # skipped: the older good snapshot plus its tail
+    assert await second.rebuild() == 3 + 3  # the older good snapshot plus its tail
     assert second.core.snapshot() == expected
-    assert any("snapshot" in r.getMessage() for r in caplog.records
-               if r.levelno == logging.WARNING)
+    assert any("snapshot" in r.getMessage() and "bad" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SNAPSHOTS))
+async def test_an_unusable_snapshot_means_a_full_replay_with_a_warning(
+        fresh_broker: str, case: str, caplog: pytest.LogCaptureFixture) -> None:
+    await ensure_topics(fresh_broker)
+    await submit(fresh_broker, JOBS[:4])
+    await _write(fresh_broker, *BAD_SNAPSHOTS[case])  # the only one, and unusable
+    caplog.set_level(logging.WARNING, logger="peloton.bus.driver")
+    driver = driver_for(fresh_broker, AnswerCore())
+    assert await driver.rebuild() == 4
+    assert driver.core.snapshot() == {"submitted": {j: 1 for j in JOBS[:4]}, "answered": {}}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("replaying the whole log" in m for m in warnings), warnings
+
+
+async def test_a_snapshot_of_another_log_means_a_full_replay(
+        fresh_broker: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Its positions lie past the log end (the topics were recreated since)."""
+    await ensure_topics(fresh_broker)
+    await submit(fresh_broker, JOBS[:3])
+    stale = {"submitted": {"gone": 1}, "answered": {"gone": 1}}
+    await _write(fresh_broker, _header(positions={("job-submitted", 0): 500}),
+                 encode_state(stale))
+    caplog.set_level(logging.WARNING, logger="peloton.bus.driver")
+    driver = driver_for(fresh_broker, AnswerCore())
+    assert await driver.rebuild() == 3
+    assert driver.core.snapshot() == {"submitted": {j: 1 for j in JOBS[:3]}, "answered": {}}
+    assert any("does not fit this log" in r.getMessage() for r in caplog.records)
+
+
+async def test_of_two_good_snapshots_the_newer_one_is_used(fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    first = driver_for(fresh_broker, AnswerCore(), snapshot_every=10**9)
+    await first.rebuild()
+    await first.start_live()
+    await submit(fresh_broker, JOBS[:5])
+    await consume_live(first, fresh_broker)
+    assert await first.snapshot()
+    await submit(fresh_broker, JOBS[5:9])
+    await consume_live(first, fresh_broker)
+    assert await first.snapshot()
+    await submit(fresh_broker, JOBS[9:10])
+    await consume_live(first, fresh_broker)
+    await first.stop()
+    second = driver_for(fresh_broker, AnswerCore())
+    assert await second.rebuild() == 1 + 1
+    assert second.core.snapshot() == first.core.snapshot()
+
+
+async def test_with_snapshots_off_none_is_written_or_read(fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    first = driver_for(fresh_broker, AnswerCore(), snapshot_every=2, snapshots=False)
+    await first.rebuild()
+    await first.start_live()
+    await submit(fresh_broker, JOBS[:6])
+    await consume_live(first, fresh_broker)
+    assert not await first.snapshot()
+    await first.stop()
+    assert await read_topic(fresh_broker, "jobmgr-snapshots") == []
+    on = driver_for(fresh_broker, AnswerCore())
+    await on.rebuild()
+    await on.start_live()
+    assert await on.snapshot()  # a snapshot exists now; a shell with them off ignores it
+    await on.stop()
+    second = driver_for(fresh_broker, AnswerCore(), snapshots=False)
+    assert await second.rebuild() == 12
+
+
+async def test_replay_passes_over_the_types_a_core_skips(fresh_broker: str) -> None:
+    """Heartbeats (hostmgr's replay_skips) are not replayed: here JobRejected stands in."""
+    await ensure_topics(fresh_broker)
+    first = driver_for(fresh_broker, AnswerCore())
+    await first.rebuild()
+    await first.start_live()
+    await submit(fresh_broker, JOBS[:4])
+    await consume_live(first, fresh_broker)
+    await first.stop()
+
+    class Skipping(AnswerCore):
+        replay_skips = ("JobRejected",)
+
+    second = driver_for(fresh_broker, Skipping(), snapshots=False)
+    assert await second.rebuild() == 4
+    assert second.core.snapshot() == {"submitted": {j: 1 for j in JOBS[:4]}, "answered": {}}
 
 
 async def test_a_corrupt_snapshot_record_means_a_full_replay(
@@ -211,6 +295,49 @@ async def test_a_handler_that_raises_half_way_leaves_the_core_as_the_log_says(
     assert await answers(fresh_broker) == {"job-a": 1, "job-c": 1}
 
 
+async def test_a_core_that_can_undo_is_not_rebuilt_when_its_handler_raises(
+        fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    core = DiscardingCore(fail_on=frozenset({"job-b"}))
+    driver = driver_for(fresh_broker, core)
+    await driver.rebuild()
+    await driver.start_live()
+    await submit(fresh_broker, ["job-a", "job-b", "job-c"])
+    await consume_live(driver, fresh_broker)
+    await driver.stop()
+    assert driver.rebuilds == 0 and core.discarded == 1 and driver.core is core
+    assert await answers(fresh_broker) == {"job-a": 1, "job-c": 1}
+    assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
+
+
+class BacklogBomb(AnswerCore):
+    """after_replay raises half-way (after marking answers it never returns)."""
+
+    def after_replay(self, now: int) -> list[Event]:
+        for jid in self.submitted:
+            self.answered[jid] += 1
+        if "job-boom" in self.submitted:
+            raise RuntimeError("backlog bug")
+        return []
+
+
+async def test_an_after_replay_that_raises_leaves_the_core_as_the_log_says(
+        fresh_broker: str, caplog: pytest.LogCaptureFixture) -> None:
+    await ensure_topics(fresh_broker)
+    await submit(fresh_broker, ["job-a", "job-boom"])
+    driver = driver_for(fresh_broker, BacklogBomb())
+    assert await driver.rebuild() == 2  # no crash
+    assert driver.backlog == []
+    assert driver.core.snapshot() == {"submitted": {"job-a": 1, "job-boom": 1},
+                                      "answered": {}}
+    assert any("after_replay raised" in r.getMessage() for r in caplog.records)
+    await driver.start_live()
+    await submit(fresh_broker, ["job-c"])
+    assert (await consume_live(driver, fresh_broker))[0] == 1  # it keeps going
+    await driver.stop()
+    assert await answers(fresh_broker) == {"job-c": 1}
+
+
 async def test_an_event_that_does_not_encode_publishes_nothing_of_its_decision(
         fresh_broker: str) -> None:
     await ensure_topics(fresh_broker)
@@ -231,7 +358,9 @@ async def test_an_event_that_does_not_encode_publishes_nothing_of_its_decision(
 async def test_a_lease_lost_at_publish_time_publishes_nothing(
         fresh_broker: str, etcd_endpoint: str) -> None:
     """Real etcd: the decision for job-slow blocks the loop past the lease's TTL, so the
-    lease is gone (by the election's own clock) when the shell is about to publish."""
+    lease is gone (by the election's own clock) when the shell is about to publish. The
+    core goes back to what the log says; once it leads again it starts from the log, and
+    its backlog decides job-slow (and job-c, which arrived meanwhile) once."""
     from peloton.ha.election import LeaderElection
 
     await ensure_topics(fresh_broker)
@@ -239,7 +368,7 @@ async def test_a_lease_lost_at_publish_time_publishes_nothing(
     await election.start()
     try:
         await election.wait_until_leader(timeout=10)
-        core = AnswerCore(slow_on=frozenset({"job-slow"}), slow_s=1.6)
+        core = AnswerCore(slow_on=frozenset({"job-slow"}), slow_s=1.6, answer_backlog=True)
         driver = driver_for(fresh_broker, core, leading=election.still_leader)
         await driver.rebuild()
         await driver.start_live()
@@ -250,14 +379,87 @@ async def test_a_lease_lost_at_publish_time_publishes_nothing(
         assert driver.rebuilds == 1
         assert await answers(fresh_broker) == {"job-a": 1}
         assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
+        assert driver.core.snapshot()["answered"] == {"job-a": 1}
         assert await read_topic(fresh_broker, "dead-letters") == []  # not the record's fault
         await election.wait_until_leader(timeout=10)  # leads again: decides again
         await submit(fresh_broker, ["job-c"])
         await consume_live(driver, fresh_broker)
+        await submit(fresh_broker, ["job-d"])
+        await consume_live(driver, fresh_broker)
         await driver.stop()
-        assert await answers(fresh_broker) == {"job-a": 1, "job-c": 1}
+        assert await answers(fresh_broker) == {"job-a": 1, "job-slow": 1, "job-c": 1,
+                                               "job-d": 1}
+        assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
     finally:
         await election.stop()
+
+
+async def test_a_standby_publishes_nothing_and_a_new_leader_starts_from_the_log(
+        fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    await submit(fresh_broker, ["job-a", "job-b"])  # before the start: the backlog
+    lease = [False]
+    driver = driver_for(fresh_broker, AnswerCore(answer_backlog=True),
+                        leading=lambda: lease[0])
+    await driver.rebuild()
+    await driver.start_live()  # the start's backlog is undone, not published
+    assert driver.rebuilds == 1
+    assert driver.core.snapshot() == {"submitted": {"job-a": 1, "job-b": 1}, "answered": {}}
+    await submit(fresh_broker, ["job-c"])  # decided by the standby, not published
+    assert await consume_live(driver, fresh_broker) == (1, 2)
+    assert driver.rebuilds == 2  # its decision was dropped: the core is the log's again
+    assert not await driver.snapshot()  # only the leader writes snapshots
+    assert await answers(fresh_broker) == {}
+    assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
+    lease[0] = True  # wins the lease: rebuilds, then publishes the backlog once
+    await driver.flush_recovery()
+    assert driver.rebuilds == 3
+    await submit(fresh_broker, ["job-d"])
+    assert await consume_live(driver, fresh_broker) == (1, 3)
+    await driver.stop()
+    assert await answers(fresh_broker) == {j: 1 for j in ("job-a", "job-b", "job-c", "job-d")}
+    assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
+
+
+class FoldingCore(AnswerCore):
+    """Consumes its own answers live too, and counts an answer only when it comes back
+    through the log (as resmgr, placement and hostmgr do)."""
+
+    inputs = ("job-submitted", "job-events")
+
+    def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+        self.handled += 1
+        self.fold(etype, body)
+        jid = body["job_id"]
+        return [Event("JobRejected", jid, rejected(jid))] if etype == "JobSubmitted" else []
+
+    def after_replay(self, now: int) -> list[Event]:
+        return [Event("JobRejected", j, rejected(j)) for j in sorted(self.submitted)
+                if not self.answered[j]]
+
+
+async def test_a_new_leader_that_consumes_all_it_replays_takes_over_without_a_rebuild(
+        fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    await submit(fresh_broker, ["job-a"])
+    lease = [False]
+    driver = driver_for(fresh_broker, FoldingCore(answer_backlog=True),
+                        leading=lambda: lease[0])
+    await driver.rebuild()
+    await driver.start_live()  # the start's backlog (job-a) is undone
+    await submit(fresh_broker, ["job-b"])
+    await consume_live(driver, fresh_broker)
+    assert await answers(fresh_broker) == {}
+    rebuilt = driver.rebuilds
+    lease[0] = True
+    await driver.flush_recovery()
+    assert driver.rebuilds == rebuilt  # no replay at takeover: the core was the log's
+    assert await answers(fresh_broker) == {"job-a": 1, "job-b": 1}
+    await submit(fresh_broker, ["job-c"])
+    await consume_live(driver, fresh_broker)  # its own answers come back: folded once
+    await driver.stop()
+    assert await answers(fresh_broker) == {"job-a": 1, "job-b": 1, "job-c": 1}
+    assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
 
 
 async def test_a_snapshot_above_the_message_limit_is_chunked_and_read_back(
@@ -290,3 +492,61 @@ async def test_snapshots_are_taken_after_enough_records(fresh_broker: str) -> No
     covered = sum(o for (t, _), o in snap.header.positions.items() if t == "job-submitted")
     answered = sum(o for (t, _), o in snap.header.positions.items() if t == "job-events")
     assert covered == 5 and answered == 5  # the positions cover exactly what was answered
+
+
+async def _one_batch(broker: str, records: list[tuple[str, bytes, bytes]]) -> None:
+    """Send records in one produce batch per partition (Tansu's ListOffsets then answers
+    the first offset of that batch + 1 as "latest", not the log end)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=False, acks=1,
+                                linger_ms=200, max_batch_size=4 << 20)
+    await producer.start()
+    try:
+        futures = [await producer.send(t, value=v, key=k) for t, k, v in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def test_the_log_end_is_the_true_one_despite_tansu_list_offsets(
+        fresh_broker: str) -> None:
+    """Replay and the snapshot reader find the real log end when the last batch holds many
+    records: 10 submissions of one job key in one batch, and a snapshot followed by the
+    chunks of a snapshot whose writer died (no manifest) in one batch."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from shell_core import submitted
+
+    from peloton.bus.codec import default_codec as codec_
+    from peloton.bus.keys import record_key
+    from peloton.bus.snapshots import read_newest
+
+    await ensure_topics(fresh_broker)
+    first = driver_for(fresh_broker, AnswerCore(), snapshot_every=10**9)
+    await first.rebuild()
+    await first.start_live()
+    await submit(fresh_broker, ["job-a"])
+    await consume_live(first, fresh_broker)
+    assert await first.snapshot()
+    await first.stop()
+    codec = codec_()
+    body = submitted("job-same")
+    await _one_batch(fresh_broker, [("job-submitted", record_key("JobSubmitted", body),
+                                     codec.encode("JobSubmitted", body))] * 10)
+    await _one_batch(fresh_broker, [("jobmgr-snapshots", f"chunk-{i}".encode(),
+                                     b'PLSNC{"id":"died","index":%d}\n' % i + b"x" * 100)
+                                    for i in range(8)])
+    consumer = AIOKafkaConsumer(bootstrap_servers=fresh_broker)
+    await consumer.start()
+    try:
+        tps = [TopicPartition("jobmgr-snapshots", 0)]
+        listed = await consumer.end_offsets(tps)
+    finally:
+        await consumer.stop()
+    snap = await read_newest(fresh_broker, "jobmgr-snapshots", "jobmgr", 1)
+    assert snap.header == first._last_snapshot.header  # type: ignore[union-attr]
+    second = driver_for(fresh_broker, AnswerCore())
+    assert await second.rebuild() == 10, f"ListOffsets said {listed}"
+    assert second.core.snapshot()["submitted"] == {"job-a": 1, "job-same": 10}

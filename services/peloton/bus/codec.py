@@ -113,6 +113,14 @@ class Codec:
             raise EncodeError(f"{event_type}: {exc}") from exc
         return buf.getvalue()
 
+    def event_type(self, data: bytes | None) -> str | None:
+        """The event type a record says it is (by its fingerprint), without decoding it;
+        None if that cannot be told."""
+        if data is None or len(data) < 10 or data[:2] != MARKER:
+            return None
+        writer = self._by_fp.get(bytes(data[2:10]))
+        return None if writer is None else writer.name
+
     def decode(self, data: bytes | None) -> tuple[str, dict[str, Any]]:
         """Return (event type, body) resolved to the newest schema of that event."""
         if data is None:

@@ -1,14 +1,23 @@
 """CoreDriver: runs one core by the contract of `peloton.bus.service` ("decide, publish,
-then commit"), with no Faust in it, so tests drive it record by record.
+then commit"), with no Faust in it, so tests drive it batch by batch (`on_records`) or
+record by record (`on_record`, a batch of one).
 
 Every call into the core (`handle`, `tick`, `after_replay`, `snapshot`, a rebuild) holds
-one asyncio lock, so the events of one decision are published, and their delivery
-awaited, before the next decision starts. A record's position advances only after that.
+one asyncio lock. A batch of records is decided in order under it; the events of the whole
+batch are then published at once and their delivery awaited once (one broker round trip
+per batch, not per record), before the next decision starts. The records' positions
+advance only after that. Batches that arrive while the lock is held (other topics'
+agents) are decided together by the next holder.
 
 When a decision does not reach the log (the core raised, an event did not encode, the
 broker refused it, or this instance is not the leader at publish time) the core is brought
-back to what the log says: `core.discard_unpublished()` if the core has it, otherwise a
-rebuild (the newest snapshot, or an empty core, plus the log tail; the start-up path).
+back to what the log says: `core.discard_unpublished()` if the core has it and only its
+last call is to be undone, otherwise a rebuild (the newest snapshot, or an empty core, plus
+the log tail; the start-up path). `_decide_batch` says what that means in a batch.
+
+Snapshots: `snapshots=False` turns them off (never read nor written: every start is a full
+replay). Otherwise the leader writes one every `snapshot_interval_s` seconds and after
+`snapshot_every` records (0 turns that trigger off), if anything was folded since the last.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import copy
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from peloton.bus.catalog import DEAD_LETTER, SNAPSHOT_TOPICS, snapshot_topic
@@ -26,7 +35,7 @@ from peloton.bus.codec import Codec, DecodeError, EncodeError
 from peloton.bus.deadletter import dead_letter
 from peloton.bus.keys import key_of
 from peloton.bus.publisher import Delivered, Publisher, PublishError
-from peloton.bus.replay import Positions, replay_topics
+from peloton.bus.replay import Positions, StartBeyondEnd, replay_topics
 from peloton.bus.snapshots import (
     FORMAT,
     Snapshot,
@@ -34,15 +43,20 @@ from peloton.bus.snapshots import (
     SnapshotUnreadable,
     compress,
     decode_state,
-    read_newest,
+    read_snapshots,
     state_json,
     write_snapshot,
 )
 from peloton.model.event import Event
 
-__all__ = ["CoreDriver", "now_ms"]
+__all__ = ["CoreDriver", "Record", "now_ms"]
 
 log = logging.getLogger(__name__)
+
+
+Record = tuple[str, int, int, bytes | None, bytes | None]
+"""A consumed record: (topic, partition, offset, key, value)."""
+_Inbound = tuple[list[Record], Mapping[str, Collection[str]], "asyncio.Future[int]"]
 
 
 def now_ms() -> int:
@@ -61,6 +75,7 @@ class CoreDriver:
         leading: Callable[[], bool] = lambda: True, instance: str = "1",
         snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
         core_factory: Callable[[], Any] | None = None, clock: Callable[[], int] = now_ms,
+        snapshots: bool = True,
     ) -> None:
         self.name = name
         self.instance = instance
@@ -71,6 +86,7 @@ class CoreDriver:
         self.clock = clock
         self.positions: Positions = {}
         self.publisher = Publisher(bootstrap, codec)
+        self.snapshots = snapshots
         self.snapshot_interval_s = snapshot_interval_s
         self.snapshot_every = snapshot_every
         self.folded_since_snapshot = 0
@@ -78,7 +94,10 @@ class CoreDriver:
         self.backlog: list[Event] = []
         self._factory = core_factory or (_copier(core) if core.replay else _no_copy(core))
         self._lock: asyncio.Lock | None = None
+        self._inbox: list[_Inbound] = []  # batches waiting for the lock (`on_records`)
         self._stale = False
+        self._stale_read_topic = False  # the next rebuild reads the snapshot topic
+        self._led: bool | None = None  # leading at the last refresh (None: not checked yet)
         self._used = False  # has the core folded or decided anything yet
         self._last_snapshot: Snapshot | None = None
         self._last_snapshot_at = time.monotonic()
@@ -90,7 +109,8 @@ class CoreDriver:
     # ---- properties of the core ---------------------------------------------------------
     @property
     def snapshots_enabled(self) -> bool:
-        return (bool(self.core.replay) and callable(getattr(self.core, "snapshot", None))
+        return (self.snapshots and bool(self.core.replay)
+                and callable(getattr(self.core, "snapshot", None))
                 and any(t.name == f"{self.name}-snapshots" for t in SNAPSHOT_TOPICS))
 
     def _core_version(self) -> int:
@@ -103,30 +123,67 @@ class CoreDriver:
         return self._lock
 
     # ---- start-up and rebuild -----------------------------------------------------------
-    async def rebuild(self, read_topic: bool = True) -> int:
+    async def rebuild(self, read_topic: bool = True, decide: bool = True) -> int:
         """Bring the core to the log's state: newest snapshot (read from the topic, or the
-        one this driver wrote last) plus the tail; sets positions and the backlog
-        (`after_replay`). Returns the number of records folded. Caller holds the lock
-        (or no other task runs yet)."""
+        one this driver wrote last) plus the tail; sets positions and, if `decide`, the
+        backlog (`after_replay`: the decisions for what the replay folded). Returns the
+        number of records folded. Caller holds the lock (or no other task runs yet). If
+        `after_replay` raises, the core is rebuilt once more without it (a core as the log
+        says, no backlog): a start never crashes on it."""
+        folded = await self._rebuild(read_topic)
+        self.backlog = []
+        if not decide:
+            return folded
+        try:
+            self.backlog = self.core.after_replay(self.clock())
+        except Exception:  # a core bug: no decisions now, the state stays as the log says
+            log.exception("%s: after_replay raised; rebuilding without its decisions",
+                          self.name)
+            self.backlog = []
+            if self.core.replay:
+                folded = await self._rebuild(read_topic=False)
+        return folded
+
+    async def _rebuild(self, read_topic: bool) -> int:
         started = time.monotonic()
         if not self.core.replay:
-            self.backlog = self.core.after_replay(self.clock())
             return 0
-        snap = await self._newest_snapshot(read_topic)
+        candidates = await self._snapshots(read_topic)
         start: Positions = {}
         restored = ""
-        if snap is not None:
+        fresh = self._used  # the given core is still empty on the first start
+        for snap in candidates:
             try:
                 state = decode_state(snap.blob)
+                if fresh:
+                    self.core = self._factory()
+                fresh = True  # a restore that fails half-way leaves a core to throw away
                 self.core.restore(state)
-                start = dict(snap.header.positions)
-                restored = f"snapshot {snap.header.snapshot_id} + tail"
             except (SnapshotUnreadable, ValueError, KeyError, TypeError) as exc:
-                log.warning("%s: snapshot %s unusable (%s); replaying the whole log",
-                            self.name, snap.header.snapshot_id, exc)
-        if not restored and (self._used or snap is not None):
-            self.core = self._factory()  # the given core is still empty on the first start
+                log.warning("%s: snapshot %s unusable (%s)", self.name,
+                            snap.header.snapshot_id, exc)
+                continue
+            start = dict(snap.header.positions)
+            restored = f"snapshot {snap.header.snapshot_id} + tail"
+            self._last_snapshot = snap
+            break
+        if not restored and candidates:
+            log.warning("%s: no snapshot could be restored; replaying the whole log",
+                        self.name)
+        if not restored and fresh:
+            self.core = self._factory()
         self._used = True
+        try:
+            return await self._fold_tail(start, restored or "full replay", started)
+        except StartBeyondEnd as exc:
+            log.warning("%s: snapshot %s does not fit this log (%s); replaying the whole "
+                        "log", self.name, restored, exc)
+            self._last_snapshot = None
+            self.core = self._factory()
+            return await self._fold_tail({}, "full replay", started)
+
+    async def _fold_tail(self, start: Positions, how: str, started: float) -> int:
+        """Fold the replay topics from `start` to the log end and set their positions."""
         folded = 0
 
         def fold(etype: str, body: dict[str, Any]) -> None:
@@ -135,30 +192,30 @@ class CoreDriver:
             folded += 1
 
         replayed = await replay_topics(self.bootstrap, list(self.core.replay), self.codec,
-                                       fold, start=start)
+                                       fold, start=start,
+                                       skip=getattr(self.core, "replay_skips", ()))
         for tp, offset in replayed.items():
             self.positions[tp] = offset  # a rebuild resets replay topics to the log end
         self.folded_since_snapshot = folded
-        self.backlog = self.core.after_replay(self.clock())
         log.info("%s: state rebuilt in %.2fs (%s, %d records folded)", self.name,
-                 time.monotonic() - started,
-                 restored or "full replay",
-                 folded)
+                 time.monotonic() - started, how, folded)
         return folded
 
-    async def _newest_snapshot(self, read_topic: bool) -> Snapshot | None:
+    async def _snapshots(self, read_topic: bool) -> list[Snapshot]:
+        """Snapshots to try, newest first: those on the topic (start-up, a new leader),
+        or the last one this driver restored or wrote (a rebuild after a failed decision)."""
         if not self.snapshots_enabled:
-            return None
-        if self._last_snapshot is not None or not read_topic:
-            return self._last_snapshot
-        try:
-            snap = await read_newest(self.bootstrap, snapshot_topic(self.name), self.name,
-                                     self._core_version())
-        except SnapshotUnreadable as exc:
-            log.warning("%s: no usable snapshot (%s); replaying the whole log", self.name, exc)
-            return None
-        self._last_snapshot = snap
-        return snap
+            return []
+        if not read_topic:
+            return [] if self._last_snapshot is None else [self._last_snapshot]
+        found, reasons = await read_snapshots(self.bootstrap, snapshot_topic(self.name),
+                                              self.name, self._core_version())
+        if reasons:
+            log.warning("%s: snapshots skipped: %s", self.name, "; ".join(reasons))
+        if not found:
+            log.log(logging.WARNING if reasons else logging.INFO,
+                    "%s: no usable snapshot; replaying the whole log", self.name)
+        return found
 
     async def start_live(self) -> None:
         """Start the producer and publish the start-up backlog (under the lock)."""
@@ -171,45 +228,187 @@ class CoreDriver:
 
     # ---- the live phase -----------------------------------------------------------------
     async def on_record(self, topic: str, partition: int, offset: int, key: bytes | None,
-                        value: bytes | None, expected: set[str]) -> bool:
+                        value: bytes | None, expected: Collection[str]) -> bool:
         """Handle one consumed record; False if it was skipped (already folded)."""
-        tp = (topic, partition)
-        async with self.lock:
-            await self._refresh()
-            if offset < self.positions.get(tp, 0):
-                return False
-            reason = await self._decide_record(topic, value, expected)
-            if reason is not None:
-                log.warning("%s: dead-lettering %s[%d]@%d: %s", self.name, topic, partition,
-                            offset, reason)
-                ev = dead_letter(self.name, topic, partition, offset, reason, key, value,
-                                 self.clock())
-                await self.publisher.send_all([(DEAD_LETTER, key_of(ev.type, ev.body).encode(),
-                                                self.codec.encode(ev.type, ev.body))])
-            self.positions[tp] = max(self.positions.get(tp, 0), offset + 1)
-            self.folded_since_snapshot += 1
-            await self._refresh()
-        if self.folded_since_snapshot >= self.snapshot_every:
-            await self.snapshot()
-        return True
+        return await self.on_records([(topic, partition, offset, key, value)],
+                                     {topic: expected}) == 1
 
-    async def _decide_record(self, topic: str, value: bytes | None,
-                             expected: set[str]) -> str | None:
-        """Decode, decide, publish. Returns a dead-letter reason, or None when done."""
+    async def on_records(self, records: Sequence[Record],
+                         expected: Mapping[str, Collection[str]]) -> int:
+        """Handle a batch of consumed records, in order (`expected`: the event types each
+        topic carries). Returns how many were handled (the others were skipped: already
+        folded).
+
+        Batches that arrive while another is being decided (other agents' topics) wait in
+        an inbox; whoever takes the lock next decides all of them as one batch, in the
+        order they came (each agent's records keep their order: an agent hands over its
+        next batch only once this call returned), so they share one broker round trip.
+        See `_decide_batch` for what one batch does and how it fails."""
+        if not records:
+            return 0
+        mine: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._inbox.append((list(records), expected, mine))
+        async with self.lock:
+            if self._inbox:
+                taken, self._inbox = self._inbox, []
+                try:
+                    await self._decide_all(taken)
+                except BaseException as exc:  # the others must not wait forever
+                    for _, _, fut in taken:
+                        if fut is not mine and not fut.done():
+                            if isinstance(exc, asyncio.CancelledError):
+                                fut.cancel()
+                            else:
+                                fut.set_exception(exc)
+                    raise
+        handled = await mine
+        if self.snapshot_every and self.folded_since_snapshot >= self.snapshot_every:
+            await self.snapshot()
+        return handled
+
+    async def _decide_all(self, taken: list[_Inbound]) -> None:
+        """Decide the batches in `taken` as one (caller holds the lock); each batch's
+        future gets how many of its records were handled."""
+        records = [rec for recs, _, _ in taken for rec in recs]
+        expected: dict[str, Collection[str]] = {}
+        for _, carries, _ in taken:
+            expected.update(carries)
+        handled: set[tuple[str, int, int]] = set()
+        step = 1 if self._one_at_a_time() else len(records)
+        await self._refresh()
+        todo = records
+        while todo:
+            head, todo = todo[:step], todo[step:]
+            while head:  # the records after a failed one go again, after recovery
+                done, head = await self._decide_batch(head, expected)
+                handled.update(done)
+                await self._refresh()
+        self.folded_since_snapshot += len(handled)
+        for recs, _, fut in taken:
+            if not fut.done():
+                fut.set_result(sum((t, p, o) in handled for t, p, o, _, _ in recs))
+
+    def _one_at_a_time(self) -> bool:
+        """A core that can only undo its last call takes its records one by one when a
+        failed batch could not be rebuilt (it has no replay topics: an agent), or when
+        every decision is to be undone anyway (a standby: one undo per record, not a
+        rebuild per batch)."""
+        if not callable(getattr(self.core, "discard_unpublished", None)):
+            return False
+        return not self.core.replay or not self.leading()
+
+    async def _decide_batch(self, records: list[Record],
+                            expected: Mapping[str, Collection[str]],
+                            ) -> tuple[list[tuple[str, int, int]], list[Record]]:
+        """Decide the records in order, publish all their events at once, await every
+        delivery once, and only then advance the records' positions. Returns the (topic,
+        partition, offset) of the records handled, and the records left to decide after a
+        failure. Caller holds the lock.
+
+        - A record below its position (folded by a rebuild) is skipped.
+        - An undecodable or misplaced record is dead-lettered; the core never sees it.
+        - A record whose handler raises, or whose events do not encode, ends the batch:
+          the events of the records before it are published (the core holds exactly
+          them: they were decided on the log's state), then the core is brought back to
+          the log (`_recover`: undo of that one last call, or a rebuild) and the record
+          is dead-lettered. The records after it are returned, to be decided after the
+          recovery (a rebuild folds those of the replay topics: they are then skipped).
+        - Not the leader at publish time, or the broker refuses: nothing of the batch
+          counts; the core is brought back to the log (a rebuild, unless the batch was a
+          single call). A refused batch's records are dead-lettered (as is a failed
+          record); a deposed leader's are not (the leader decides them).
+        """
+        decided: list[Record] = []  # handled by the core; their events are in `out`
+        letters: list[tuple[Record, str]] = []
+        out: list[tuple[str, bytes, bytes]] = []
+        failed: Record | None = None
+        handled: list[tuple[str, int, int]] = []
+        rest: list[Record] = []
+        for i, rec in enumerate(records):
+            topic, partition, offset = rec[0], rec[1], rec[2]
+            if offset < self.positions.get((topic, partition), 0):
+                continue
+            handled.append((topic, partition, offset))
+            problem, etype, events = self._decide_one(rec, expected.get(topic, ()))
+            if events is not None:
+                decided.append(rec)
+                out += events
+            elif etype is None:  # the core never saw it: dead-letter, go on
+                letters.append((rec, problem or "unreadable"))
+            else:
+                failed = rec
+                letters.append((rec, problem or "failed"))
+                rest = records[i + 1:]
+                break
+        calls = len(decided) + (failed is not None)
+        dropped = await self._publish_batch(out, calls, decided, letters)
+        if failed is not None and not dropped:  # the earlier records are in the log
+            await self._recover(f"decision failed on {failed[0]}@{failed[2]}")
+        for topic, partition, offset, _, _ in records[:len(records) - len(rest)]:
+            tp = (topic, partition)
+            self.positions[tp] = max(self.positions.get(tp, 0), offset + 1)
+        await self._dead_letter(letters)
+        return handled, rest
+
+    def _decide_one(self, rec: Record, expected: Collection[str],
+                    ) -> tuple[str | None, str | None, list[tuple[str, bytes, bytes]] | None]:
+        """Decode, decide, encode one record: (problem, event type, encoded events).
+        No type: the record never reached the core. Events None: the decision failed."""
+        topic, _, _, _, value = rec
         try:
             etype, body = self.codec.decode(value)
         except DecodeError as exc:
-            return str(exc)
+            return str(exc), None, None
         if etype not in expected:
-            return f"{etype} does not belong on topic {topic}"
+            return f"{etype} does not belong on topic {topic}", None, None
         try:
-            out = self.core.handle(etype, body, self.clock())
+            events = self.core.handle(etype, body, self.clock())
         except Exception as exc:  # a core bug must not stop the service: keep the record
             log.exception("%s: handling %s failed", self.name, etype)
-            await self._recover(f"handler raised on {etype}")
-            return f"handler failed: {exc!r}"
-        problem = await self._settle(out)
-        return None if problem is None else f"{problem} (after {etype})"
+            return f"handler failed: {exc!r}", etype, None
+        try:
+            return None, etype, self.publisher.encode(events)
+        except (EncodeError, KeyError) as exc:
+            log.error("%s: events do not encode: %s", self.name, exc)
+            return f"unencodable event: {exc} (after {etype})", etype, None
+
+    async def _publish_batch(self, out: list[tuple[str, bytes, bytes]], calls: int,
+                             decided: list[Record], letters: list[tuple[Record, str]],
+                             ) -> bool:
+        """Publish a batch's events; True if they were dropped (the core was then brought
+        back to the log, the whole batch undone)."""
+        if not out:
+            return False
+        if not self.leading():
+            log.info("%s: not leader, dropping %d events of %d records", self.name,
+                     len(out), len(decided))
+            await self._recover("not leader at publish time", calls)
+            return True
+        try:
+            delivered = await self.publisher.send_all(out)
+        except PublishError as exc:
+            log.error("%s: publish of %d events failed: %s", self.name, len(out), exc)
+            await self._recover("publish failed", calls)
+            letters += [(r, f"publish failed: {exc}") for r in decided]
+            return True
+        self._advance_own(delivered)
+        return False
+
+    async def _dead_letter(self, letters: list[tuple[Record, str]]) -> None:
+        if not letters:
+            return
+        out = []
+        for (topic, partition, offset, key, value), reason in letters:
+            log.warning("%s: dead-lettering %s[%d]@%d: %s", self.name, topic, partition,
+                        offset, reason)
+            ev = dead_letter(self.name, topic, partition, offset, reason, key, value,
+                             self.clock())
+            out.append((DEAD_LETTER, key_of(ev.type, ev.body).encode(),
+                        self.codec.encode(ev.type, ev.body)))
+        try:
+            await self.publisher.send_all(out)
+        except PublishError as exc:  # the records stay in their topics; say so
+            log.error("%s: %d dead letters not written: %s", self.name, len(out), exc)
 
     async def tick(self) -> None:
         async with self.lock:
@@ -253,10 +452,11 @@ class CoreDriver:
                 tp = (topic, partition)
                 self.positions[tp] = max(self.positions.get(tp, 0), offset + 1)
 
-    async def _recover(self, why: str) -> None:
-        return
+    async def _recover(self, why: str, calls: int = 1) -> None:
+        """Bring the core back to the log: undo its last call if it can and only one call
+        is to be undone, else a rebuild (at the next `_refresh`)."""
         discard = getattr(self.core, "discard_unpublished", None)
-        if callable(discard):
+        if callable(discard) and (calls <= 1 or not self.core.replay):
             discard()
             log.info("%s: %s: unpublished decisions discarded", self.name, why)
             return
@@ -264,14 +464,44 @@ class CoreDriver:
         self._stale = True
 
     async def _refresh(self) -> None:
-        """Rebuild a stale core and publish a pending backlog (caller holds the lock)."""
+        """Rebuild a stale core and publish a pending backlog (caller holds the lock).
+
+        An instance that has just won the lease starts from what the log says and
+        publishes the backlog (`after_replay`) of that state: a core with replay topics it
+        does not consume live rebuilds first (newest snapshot on the topic plus the tail);
+        one that consumes them all already holds the log's state. A standby decides
+        nothing: its rebuilds skip `after_replay`, and a backlog left from the start is
+        undone."""
+        leading = self.leading()
+        if leading and self._led is False:
+            if self._own:  # a standby does not see its own topics live: catch up
+                log.info("%s: now the leader: rebuilding from the log", self.name)
+                self._stale, self._stale_read_topic = True, True
+            elif not self._stale:  # its core folded every input: it is the log's state
+                log.info("%s: now the leader: deciding its backlog", self.name)
+                try:
+                    self.backlog = self.core.after_replay(self.clock())
+                except Exception:  # as at a rebuild: no decisions, the log's state
+                    log.exception("%s: after_replay raised", self.name)
+                    await self._recover("after_replay raised")
+        self._led = leading
         if self._stale:
-            self._stale = False
+            read_topic = self._stale_read_topic
+            self._stale = self._stale_read_topic = False
             self.rebuilds += 1
-            await self.rebuild(read_topic=False)
-        if self.backlog:
+            await self.rebuild(read_topic=read_topic, decide=leading)
+        if self.backlog and leading:
             backlog, self.backlog = self.backlog, []
             await self._settle(backlog)
+        elif self.backlog:  # a standby decides nothing: forget what after_replay decided
+            log.info("%s: standby: %d backlog events left to the leader", self.name,
+                     len(self.backlog))
+            self.backlog = []
+            await self._recover("standby")
+            if self._stale:
+                self._stale = False
+                self.rebuilds += 1
+                await self.rebuild(read_topic=False, decide=False)
 
     async def flush_recovery(self) -> None:
         """Rebuild now if a decision failed (what the next record or tick would do)."""
@@ -280,7 +510,7 @@ class CoreDriver:
 
     # ---- snapshots ----------------------------------------------------------------------
     def snapshot_due(self) -> bool:
-        return (self.folded_since_snapshot > 0 and
+        return (self.snapshot_interval_s > 0 and self.folded_since_snapshot > 0 and
                 time.monotonic() - self._last_snapshot_at >= self.snapshot_interval_s)
 
     async def snapshot(self) -> bool:

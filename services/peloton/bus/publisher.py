@@ -1,9 +1,11 @@
 """The producer a shell writes with: every send is awaited until the broker has it.
 
-`publish(events)` encodes every event first (a body that does not match its schema raises
-`EncodeError` before anything is sent), then sends them in order with the key the catalog
-declares (`peloton.bus.keys`) and returns when every record is delivered, with the
-(topic, partition, offset) of each. A delivery failure raises `PublishError`.
+`publish(events)` encodes every event first (`encode`: a body that does not match its
+schema raises `EncodeError` before anything is sent), then sends them in order with the key
+the catalog declares (`peloton.bus.keys`) and returns when every record is delivered, with
+the (topic, partition, offset) of each. `send_all` hands every record to the producer
+without waiting for each, then awaits all deliveries once (a batch costs one round trip).
+A delivery failure raises `PublishError`.
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ class Publisher:
             producer, self._producer = self._producer, None
             await producer.stop()
 
+    def encode(self, events: Sequence[Event]) -> list[tuple[str, bytes, bytes]]:
+        """The (topic, key, value) records of `events`; raises `EncodeError` (or
+        `KeyError` for a type no topic carries) before anything is sent."""
+        return [(topic_for_event(ev.type).name, record_key(ev.type, ev.body),
+                 self.codec.encode(ev.type, ev.body)) for ev in events]
+
     async def publish(self, events: Sequence[Event]) -> list[Delivered]:
-        records = [(topic_for_event(ev.type).name, record_key(ev.type, ev.body),
-                    self.codec.encode(ev.type, ev.body)) for ev in events]
-        return await self.send_all(records)
+        return await self.send_all(self.encode(events))
 
     async def send_all(self, records: Sequence[tuple[str, bytes, bytes]]) -> list[Delivered]:
         """Send raw (topic, key, value) records in order; return once all are delivered."""

@@ -1,17 +1,20 @@
 """Read topics from given offsets (default: the start) to their current end, decoding.
 
 Used by services at start-up (and by a shell rebuilding a core) to bring a core to the
-state the log describes before it decides anything. Undecodable records are skipped here
-(the live consumer dead-letters them); a record whose fold raises is logged and skipped
-(the live consumer dead-letters it too), so a bad record never stops a restart.
+state the log describes before it decides anything. An undecodable record, or one whose
+fold raises, is logged (a warning naming topic, partition and offset) and skipped, so a
+bad record never stops a restart (the live consumer dead-letters the ones it meets).
 Returns the next offset per (topic, partition), so the live consumer skips what replay
-already folded.
+already folded. Event types in `skip` are passed over unread (a core's `replay_skips`:
+facts whose replay changes nothing, such as heartbeats). A `start` beyond a partition's
+end (a snapshot of another log: the topics were recreated) raises `StartBeyondEnd`
+before anything is folded.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -19,10 +22,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from peloton.bus.codec import Codec, DecodeError
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
 
-__all__ = ["replay_topics", "Positions"]
+__all__ = ["replay_topics", "Positions", "StartBeyondEnd"]
 
 log = logging.getLogger(__name__)
 Positions = dict[tuple[str, int], int]
+
+
+class StartBeyondEnd(ValueError):
+    """A start position lies past the log end: the positions are of another log."""
 
 
 async def replay_topics(
@@ -30,6 +37,7 @@ async def replay_topics(
     fold: Callable[[str, dict[str, Any]], None],
     progress: Callable[[int], None] | None = None,
     start: Positions | None = None,
+    skip: Collection[str] = (),
 ) -> Positions:
     """Fold every record of `topics` from `start` (0 where absent) to the log end."""
     start = start or {}
@@ -45,8 +53,13 @@ async def replay_topics(
             return positions
         consumer.assign(partitions)
         ends = await log_end_offsets(consumer, partitions)
+        beyond = [f"{tp.topic}[{tp.partition}] {start[(tp.topic, tp.partition)]} > "
+                  f"{ends[tp]}" for tp in partitions
+                  if start.get((tp.topic, tp.partition), 0) > ends[tp]]
+        if beyond:
+            raise StartBeyondEnd("positions past the log end: " + ", ".join(beyond))
         for tp in partitions:
-            first = min(start.get((tp.topic, tp.partition), 0), ends[tp])
+            first = start.get((tp.topic, tp.partition), 0)
             consumer.seek(tp, first)
             positions[(tp.topic, tp.partition)] = first
         remaining = {tp for tp in partitions if ends[tp] > positions[(tp.topic, tp.partition)]}
@@ -58,9 +71,13 @@ async def replay_topics(
                     if rec.offset >= ends[tp]:
                         break
                     positions[(tp.topic, tp.partition)] = rec.offset + 1
+                    if skip and codec.event_type(rec.value) in skip:
+                        continue
                     try:
                         etype, body = codec.decode(rec.value)
-                    except DecodeError:
+                    except DecodeError as exc:
+                        log.warning("replay: %s[%d]@%d undecodable, skipped: %s", tp.topic,
+                                    tp.partition, rec.offset, exc)
                         continue
                     try:
                         fold(etype, body)

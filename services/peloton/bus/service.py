@@ -1,36 +1,59 @@
 """The shell every scheduling service runs in: rebuild, consume, decide, publish, commit.
 
 Contract: decide, publish, then commit (the same for every service).
-1. Start-up: create missing catalog topics. Load the service's newest readable snapshot
-   (`peloton.bus.snapshots`: the core's `restore` plus the log positions it covers) and
-   fold only the tail of the core's `replay` topics from those positions to the log end
-   (`core.fold`, no decisions); with no usable snapshot (none, unreadable, another
-   service's, an older format or core version) fold them from the start, with a warning.
-   Then `core.after_replay` gives a backlog of decisions, published like any other.
-2. Live: a Faust agent per input topic hands each record to the `CoreDriver`
-   (`peloton.bus.driver`). Records below the driver's position (already folded by the
-   rebuild) are skipped. Undecodable or misplaced records go to the dead-letter topic with
-   the reason, and the service keeps going.
+1. Start-up: create missing catalog topics. Load the service's newest snapshot the core
+   can restore (`peloton.bus.snapshots`: the core's `restore` plus the log positions it
+   covers; a newer unusable one is skipped with a warning) and fold only the tail of the
+   core's `replay` topics from those positions to the log end (`core.fold`, no
+   decisions; types in `core.replay_skips`, such as heartbeats, are passed over unread).
+   With no usable snapshot (none, unreadable, another service's, an older format or core
+   version, positions past the log end) fold them from the start, with a warning. Then
+   `core.after_replay` gives a backlog of decisions, published like any other: it must
+   decide whatever the replay folded that was never handled (the live agents skip it).
+   An `after_replay` that raises leaves the core as the log says, with no backlog.
+2. Live: a Faust agent per input topic takes the records available (up to `batch_max`,
+   or what came within `batch_within_s`) and hands the batch to the `CoreDriver`
+   (`peloton.bus.driver`), which decides its records in order (the order of each
+   partition is kept). Records below the driver's position (already folded by the
+   rebuild) are skipped. Undecodable or misplaced records go to the dead-letter topic
+   with the reason, and the service keeps going.
 3. Decide, publish, commit: every core call holds one lock (Faust runs one agent task per
-   topic concurrently, so without it two decisions could interleave). The events a call
-   returns are published with the key the catalog declares and their delivery awaited;
-   only then does the record's position advance and the record count as done (Faust acks
-   it when the agent moves on). So a snapshot, or a position, covers only inputs whose
-   output reached the log.
-4. A decision that does not reach the log leaves no trace: if the core raises half-way,
-   an event does not encode, the broker refuses it, or a leader finds at publish time that
-   it lost its lease, the core is brought back to what the log says:
-   `core.discard_unpublished()` if the core has it, else a rebuild (the newest snapshot
-   this shell knows, or an empty core, plus the log tail, under the lock; the agents then
-   skip what the rebuild folded). The record that made the core raise (or whose events
-   could not be written) goes to dead-letters with the reason; a dropped decision of a
-   deposed leader is not the record's fault and is not dead-lettered.
+   topic concurrently, so without it two decisions could interleave; batches of different
+   topics take turns). Under it the driver handles each record of the batch, collects the
+   events (with the key the catalog declares), hands them all to the producer and awaits
+   their delivery once; only then do the positions of the batch's records advance and the
+   records count as done (Faust acks a batch when the agent asks for the next one). So a
+   snapshot, or a position, covers only inputs whose output reached the log, and a batch
+   costs one broker round trip, not one per record.
+4. A decision that does not reach the log leaves no trace: the core is brought back to
+   what the log says, by `core.discard_unpublished()` when exactly one call is to be
+   undone and the core has it, else by a rebuild (the newest snapshot this shell knows,
+   or an empty core, plus the log tail, under the lock; the agents then skip what the
+   rebuild folded). In a batch:
+   - a record whose handler raises (or whose events do not encode) ends the batch: the
+     events of the records before it are published (the core holds exactly those; they
+     were decided on the log's state), then that one call is undone (or the core
+     rebuilt), the record goes to dead-letters with the reason, and the records after it
+     are decided afterwards (those the rebuild folded are skipped);
+   - if the broker refuses the batch's events, or a leader finds at publish time that it
+     lost its lease, none of the batch counts: the core is rebuilt (undone, for a batch
+     of one call). A refused batch's records are dead-lettered; a dropped decision of a
+     deposed leader is not the records' fault and is not dead-lettered (the leader
+     decides them).
+   A core that can only undo its last call takes its records one at a time when it has
+   nothing to rebuild from (an agent) or does not lead (a standby undoes each decision
+   rather than rebuilding per batch).
 5. Every `core.tick_interval` seconds, `core.tick` makes the periodic decisions (leader
    only), by the same rule. Every `snapshot_interval_s` (or after `snapshot_every`
-   records), the leader writes a snapshot, after the producer flushed.
+   records; 0 turns either trigger off), the leader writes a snapshot, after the producer
+   flushed. `snapshots=False` turns snapshots off: none is read or written, every start
+   is a full replay.
 A service with a `leader_key` elects a leader through etcd: every instance folds every
 record (a hot standby), only the leader ticks, publishes and snapshots, and it checks that
-it still holds the lease right before publishing.
+it still holds the lease right before publishing. A standby's decisions are undone as in
+4 (its rebuilds skip `after_replay`); an instance that wins the lease starts from the log
+and publishes its `after_replay` backlog (it rebuilds first, newest snapshot plus tail,
+if it has replay topics it does not consume live).
 
 A replay topic the core does not consume live (the job manager's job-events) must be
 written by this service alone: its position is the offset of the shell's own last
@@ -90,9 +113,12 @@ class ServiceShell:
         etcd: str | None = None, leader_key: str | None = None, lease_ttl: float = 2.0,
         codec: Codec | None = None, web_port: int | None = None, web_bind: str = "127.0.0.1",
         snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
-        core_factory: Callable[[], ServiceCore] | None = None,
+        core_factory: Callable[[], ServiceCore] | None = None, snapshots: bool = True,
+        batch_max: int = 500, batch_within_s: float = 0.01,
     ) -> None:
         self.name = name
+        self.batch_max = batch_max
+        self.batch_within_s = batch_within_s
         self.instance = instance
         self.bootstrap = bootstrap
         self.codec = codec or default_codec()
@@ -105,7 +131,8 @@ class ServiceShell:
             self.election = LeaderElection(etcd, leader_key, f"{name}-{instance}", ttl=lease_ttl)
         self.driver = CoreDriver(name, core, bootstrap, self.codec, leading=self.leading,
                                  instance=instance, snapshot_interval_s=snapshot_interval_s,
-                                 snapshot_every=snapshot_every, core_factory=core_factory)
+                                 snapshot_every=snapshot_every, core_factory=core_factory,
+                                 snapshots=snapshots)
         self.app = make_app(f"peloton-{name}-{instance}", bootstrap, web_port=web_port,
                             web_bind=web_bind)
         self._wire(core)
@@ -163,10 +190,13 @@ class ServiceShell:
         expected = set(topic(topic_name).events)
         driver = self.driver
 
+        carries = {topic_name: expected}
+        batch_max, within = self.batch_max, self.batch_within_s
+
         async def consume(stream: Any) -> None:
-            async for event in stream.events():
-                msg = event.message
-                await driver.on_record(msg.topic, msg.partition, msg.offset, event.key,
-                                       event.value, expected)
+            async for events in stream.take_events(batch_max, within=within):
+                await driver.on_records([(e.message.topic, e.message.partition,
+                                          e.message.offset, e.key, e.value)
+                                         for e in events], carries)
 
         self.app.agent(source, name=f"{self.name}-{topic_name}")(consume)

@@ -7,11 +7,16 @@ are written first; once all are delivered, a manifest record with the header, th
 offsets and a sha256 of the whole is written. A snapshot exists only once its manifest is
 in the log, so a writer that dies half-way leaves no half snapshot.
 
-Reading: from the log end backwards (the dev broker's log end comes from
-`peloton.bus.devbroker.log_end_offsets`), the newest manifests are tried in turn; the first
-whose chunks are all there, intact, of our format, service and core version is used.
-Anything else is a `SnapshotUnreadable` reason for the caller's warning (the caller then
-replays the whole log). Records: `MAGIC kind header-json \\n payload`, kind C or M.
+Reading (`read_snapshots`): from the log end backwards (the dev broker's log end comes
+from `peloton.bus.devbroker.log_end_offsets`, not ListOffsets, which Tansu answers short),
+the newest manifests are tried in turn; those whose chunks are all there, intact, of our
+format, service and core version are returned, newest first, for the caller to restore
+(the newest one the core can restore wins). Everything skipped on the way (a manifest of
+another format, service or core version, a chunk gone, a checksum mismatch, a record that
+is not a snapshot record) is a reason for the caller's warning; with no candidate left the
+caller replays the whole log. Nothing here relies on compaction (Tansu ignores it): only a
+bounded window at the log end is read. Records: `MAGIC kind header-json \\n payload`,
+kind C (chunk) or M (manifest).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from peloton.bus.replay import Positions
 
 __all__ = ["FORMAT", "CHUNK_BYTES", "SnapshotHeader", "Snapshot", "SnapshotUnreadable",
            "encode_state", "state_json", "compress", "decode_state", "write_snapshot",
-           "read_newest"]
+           "read_snapshots", "read_newest"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,7 @@ CHUNK_BYTES = 512 * 1024  # well below Kafka's 1 MB default message.max.bytes
 MAGIC = b"PLSN"
 _WINDOW = 64  # records read per step backwards from the log end
 _TRIES = 3  # manifests tried before giving up
+_GARBAGE = 16  # foreign records met before giving up
 
 
 class SnapshotUnreadable(ValueError):
@@ -129,29 +135,47 @@ async def write_snapshot(publisher: Publisher, topic: str, header: SnapshotHeade
     return offset
 
 
-async def read_newest(bootstrap: str, topic: str, service: str, core_version: int) -> Snapshot:
-    """The newest usable snapshot on `topic`; raises SnapshotUnreadable with the reasons."""
+async def read_snapshots(bootstrap: str, topic: str, service: str, core_version: int,
+                         limit: int = _TRIES) -> tuple[list[Snapshot], list[str]]:
+    """Intact snapshots of this service and core version on `topic`, newest first (at
+    most `limit` manifests looked at), and the reasons the others were skipped."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 max_partition_fetch_bytes=8 << 20,
                                 **consumer_settings())  # type: ignore[arg-type]
     await consumer.start()
+    found: list[Snapshot] = []
+    reasons: list[str] = []
     try:
         tp = TopicPartition(topic, 0)
         if not consumer.partitions_for_topic(topic):
-            raise SnapshotUnreadable(f"no topic {topic}")
+            return found, [f"no topic {topic}"]
         consumer.assign([tp])
         end = (await log_end_offsets(consumer, [tp]))[tp]
-        reasons: list[str] = []
+        tried = 0
         async for offset, manifest in _manifests_backwards(consumer, tp, end):
+            if isinstance(manifest, SnapshotUnreadable):
+                reasons.append(f"@{offset}: {manifest}")
+                if len(reasons) >= _GARBAGE:
+                    break  # a topic of foreign records: do not read it all
+                continue
+            tried += 1
             try:
-                return await _load(consumer, tp, manifest, service, core_version)
+                found.append(await _load(consumer, tp, manifest, service, core_version))
             except SnapshotUnreadable as exc:
-                reasons.append(f"@{offset}: {exc}")
-                if len(reasons) >= _TRIES:
-                    break
-        raise SnapshotUnreadable("; ".join(reasons) or f"no snapshot in {topic}")
+                reasons.append(f"snapshot {manifest.get('snapshot_id')!s} @{offset}: {exc}")
+            if tried >= limit:
+                break
+        return found, reasons
     finally:
         await consumer.stop()
+
+
+async def read_newest(bootstrap: str, topic: str, service: str, core_version: int) -> Snapshot:
+    """The newest intact snapshot on `topic`; raises SnapshotUnreadable with the reasons."""
+    found, reasons = await read_snapshots(bootstrap, topic, service, core_version)
+    if not found:
+        raise SnapshotUnreadable("; ".join(reasons) or f"no snapshot in {topic}")
+    return found[0]
 
 
 async def _read_range(consumer: AIOKafkaConsumer, tp: TopicPartition, first: int,
@@ -173,15 +197,19 @@ async def _read_range(consumer: AIOKafkaConsumer, tp: TopicPartition, first: int
     return out
 
 
-async def _manifests_backwards(consumer: AIOKafkaConsumer, tp: TopicPartition,
-                               end: int) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+async def _manifests_backwards(
+        consumer: AIOKafkaConsumer, tp: TopicPartition, end: int,
+) -> AsyncIterator[tuple[int, dict[str, Any] | SnapshotUnreadable]]:
+    """Manifests from the log end backwards; a record that is no snapshot record (or a
+    manifest whose header does not parse) comes as its SnapshotUnreadable."""
     while end > 0:
         first = max(0, end - _WINDOW)
         window = await _read_range(consumer, tp, first, end)
         for offset in sorted(window, reverse=True):
             try:
                 kind, header, _ = _parse(window[offset])
-            except SnapshotUnreadable:
+            except SnapshotUnreadable as exc:
+                yield offset, exc
                 continue
             if kind == b"M":
                 yield offset, header
