@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from peloton.bus.faustapp import MemberMemory
+from peloton.bus.devbroker import MemberMemory
 from peloton.ha.liveness import certainly_gone, process_token
 
 
@@ -27,6 +27,20 @@ def _dead_pid() -> int:
 
 def test_a_dead_process_on_this_machine_is_certainly_gone() -> None:
     assert certainly_gone({**process_token(), "pid": _dead_pid()})
+
+
+def test_a_killed_process_not_yet_reaped_is_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        child.kill()
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z":  # a zombie now
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert certainly_gone({**process_token(), "pid": child.pid})
+    finally:
+        child.wait()
 
 
 def test_live_processes_and_foreign_or_bad_tokens_are_not_gone() -> None:
@@ -61,7 +75,7 @@ def test_member_memory_recalls_only_a_dead_holders_member_id(tmp_path: Path) -> 
 MEMBER_SCRIPT = """
 import asyncio, sys, time
 from aiokafka import AIOKafkaConsumer
-from peloton.bus.faustapp import MemberMemory
+from peloton.bus.devbroker import MemberMemory
 
 async def main() -> None:
     MemberMemory.install(sys.argv[2])

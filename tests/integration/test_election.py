@@ -50,10 +50,11 @@ class RemoteCandidate:
         self.process = process
 
     @classmethod
-    async def start(cls, etcd: str, key: str, identity: str) -> RemoteCandidate:
+    async def start(cls, etcd: str, key: str, identity: str, ttl: float = TTL
+                    ) -> RemoteCandidate:
         env = {**os.environ, "PYTHONPATH": str(SERVICES)}
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", CANDIDATE_SCRIPT, etcd, key, identity, str(TTL),
+            sys.executable, "-c", CANDIDATE_SCRIPT, etcd, key, identity, str(ttl),
             stdout=asyncio.subprocess.PIPE, env=env,
         )
         return cls(process)
@@ -173,6 +174,47 @@ async def test_killed_leader_is_replaced_within_ttl(etcd: str, key: str) -> None
             assert standby.leader() == "standby"
     finally:
         await crasher.close()
+
+
+async def test_restart_of_a_crashed_leader_takes_its_key_over_at_once(
+    etcd: str, key: str
+) -> None:
+    """kill -9 of a leader and a restart under the same identity on this machine: the new
+    process sees that the key's holder is dead and does not wait out the old lease."""
+    crashed = await RemoteCandidate.start(etcd, key, "resmgr-1", ttl=LONG_TTL)
+    try:
+        await crashed.expect("ELECTED", timeout=10)
+        old_lease = await lease_of(etcd, key)
+        crashed.signal(signal.SIGKILL)
+        await crashed.process.wait()
+        start = time.monotonic()
+        async with candidate(etcd, key, "resmgr-1", ttl=LONG_TTL) as restarted:
+            await restarted.wait_until_leader(timeout=LONG_TTL * 2)
+            takeover = time.monotonic() - start
+            print(f"\nsame-identity restart takeover: {takeover * 1000:.0f} ms")
+            assert takeover < LONG_TTL / 2  # a lease expiry would take about LONG_TTL
+            assert await lease_of(etcd, key) != old_lease
+    finally:
+        await crashed.close()
+
+
+async def test_same_identity_does_not_take_over_from_a_live_holder(
+    etcd: str, key: str
+) -> None:
+    """A holder that is alive (here frozen) keeps its key until its lease expires, even
+    against a candidate of the same identity."""
+    frozen = await RemoteCandidate.start(etcd, key, "resmgr-1", ttl=LONG_TTL)
+    try:
+        await frozen.expect("ELECTED", timeout=10)
+        frozen.signal(signal.SIGSTOP)
+        start = time.monotonic()
+        async with candidate(etcd, key, "resmgr-1", ttl=LONG_TTL) as other:
+            await asyncio.sleep(LONG_TTL / 2)
+            assert not other.is_leader()
+            await other.wait_until_leader(timeout=LONG_TTL * 2)
+            assert time.monotonic() - start > LONG_TTL / 2
+    finally:
+        await frozen.close()
 
 
 async def test_frozen_leader_is_replaced_and_steps_down_when_it_wakes(

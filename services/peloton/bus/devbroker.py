@@ -11,17 +11,35 @@ Measured gaps (see docs/dev-stack.md):
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
   so nothing here relies on them.
+- A member of a consumer group killed -9 is never evicted, whatever the session timeout:
+  the restarted process then gets half the partitions, or waits on the dead leader's
+  assignment for the rebalance timeout (measured 8 s). `rejoin_as_dead_member` keeps the
+  member id a process joins with in a small file (`MemberMemory`), and a restart of the
+  same instance on the same machine rejoins as that member, replacing it at once. It does
+  so only when the process that held the id is certainly gone (`peloton.ha.liveness`:
+  same machine, boot and pid namespace, its pid not alive), never while it may consume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from peloton.ha.liveness import certainly_gone, process_token
+
 __all__ = ["is_dev_broker", "log_end_offsets", "producer_settings", "consumer_settings",
-           "patch_faust_fetch_wait", "FETCH_MAX_WAIT_MS"]
+           "patch_faust_fetch_wait", "FETCH_MAX_WAIT_MS", "rejoin_as_dead_member",
+           "MemberMemory"]
+
+log = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS = 25
 
@@ -85,3 +103,98 @@ async def log_end_offsets(
     for tp in pending:  # an empty partition whose fetch never answered
         ends[tp] = 0
     return ends
+
+
+def rejoin_as_dead_member(group_id: str) -> None:
+    """Against the dev broker, let a restart of `group_id`'s instance rejoin as its dead
+    member (module docstring); against Apache Kafka nothing (it evicts dead members)."""
+    if is_dev_broker():
+        MemberMemory.install(group_id)
+
+
+class MemberMemory:
+    """The consumer-group member id of one group, kept in a file across restarts (module
+    docstring). The file lives in PELOTON_STATE_DIR, else next to PELOTON_READY_FILE,
+    else in the temporary directory."""
+
+    _groups: dict[str, MemberMemory] = {}
+
+    def __init__(self, group_id: str, directory: Path | None = None) -> None:
+        self.group_id = group_id
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in group_id)
+        self.path = (directory or _state_dir()) / f"{safe}.member.json"
+
+    def recall(self) -> str | None:
+        """The remembered member id, if the process that held it is certainly gone."""
+        try:
+            data = json.loads(self.path.read_text())
+            member = data["member_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(member, str) or not member:
+            return None
+        if certainly_gone(data.get("holder")):
+            return member
+        log.info("%s: not rejoining as member %s: its process may be alive (%s)",
+                 self.group_id, member, data.get("holder"))
+        return None
+
+    def remember(self, member_id: str) -> None:
+        """Keep `member_id` as this process's (best effort: a failure costs only speed)."""
+        with contextlib.suppress(OSError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"member_id": member_id, "holder": process_token()}))
+            tmp.replace(self.path)
+
+    @classmethod
+    def install(cls, group_id: str) -> None:
+        """Make aiokafka's group coordinator for `group_id` start from the remembered
+        member id and remember the ids it is given (idempotent)."""
+        cls._groups.setdefault(group_id, cls(group_id))
+        _patch_coordinator()
+
+
+def _state_dir() -> Path:
+    if os.environ.get("PELOTON_STATE_DIR"):
+        return Path(os.environ["PELOTON_STATE_DIR"])
+    if os.environ.get("PELOTON_READY_FILE"):
+        return Path(os.environ["PELOTON_READY_FILE"]).parent
+    return Path(tempfile.gettempdir()) / "peloton-members"
+
+
+def _patch_coordinator() -> None:
+    from aiokafka.consumer import consumer as consumer_module
+    from aiokafka.consumer.group_coordinator import GroupCoordinator
+
+    if getattr(consumer_module.GroupCoordinator, "_peloton_members", False):
+        return
+
+    class _Coordinator(GroupCoordinator):  # type: ignore[misc]
+        _peloton_members = True
+
+        @property
+        def member_id(self) -> str:
+            return str(self.__dict__.get("_member_id", ""))
+
+        @member_id.setter
+        def member_id(self, value: str) -> None:
+            changed = value != self.__dict__.get("_member_id")
+            self.__dict__["_member_id"] = value
+            memory = self.__dict__.get("_memory")
+            if changed and value and memory is not None:
+                memory.remember(value)
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._memory: MemberMemory | None = None
+            super().__init__(*args, **kwargs)  # sets member_id (unknown) first
+            memory = MemberMemory._groups.get(self.group_id)
+            if memory is not None:
+                self._memory = memory
+                remembered = memory.recall()
+                if remembered:
+                    log.info("%s: rejoining as member %s (its process is gone)",
+                             self.group_id, remembered)
+                    self.member_id = remembered  # and the file now names this process
+
+    consumer_module.GroupCoordinator = _Coordinator  # type: ignore[misc]

@@ -10,13 +10,26 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register", "build"]
+__all__ = ["register", "build", "snapshot_options"]
 
 Bootstrap = Annotated[str, typer.Option(envvar="PELOTON_BOOTSTRAP", help="Kafka bootstrap")]
 Etcd = Annotated[str | None, typer.Option(envvar="PELOTON_ETCD", help="etcd host:port")]
 SnapshotInterval = Annotated[float, typer.Option(
-    envvar="PELOTON_SNAPSHOT_INTERVAL",
-    help="seconds between core snapshots (restart = newest snapshot + log tail)")]
+    envvar="PELOTON_SNAPSHOT_INTERVAL", min=0,
+    help="seconds between core snapshots (restart = newest snapshot + log tail); "
+         "0: not by time")]
+SnapshotEvery = Annotated[int, typer.Option(
+    envvar="PELOTON_SNAPSHOT_EVERY", min=0,
+    help="also snapshot after this many records; 0: not by count")]
+Snapshots = Annotated[bool, typer.Option(
+    "--snapshots/--no-snapshots", envvar="PELOTON_SNAPSHOTS",
+    help="--no-snapshots: never write or read snapshots (every start replays the whole "
+         "log)")]
+
+
+def snapshot_options(interval: float, every: int, enabled: bool) -> dict[str, Any]:
+    """The ServiceShell keyword arguments of the snapshot options."""
+    return {"snapshot_interval_s": interval, "snapshot_every": every, "snapshots": enabled}
 
 
 def _logging(name: str) -> None:
@@ -34,19 +47,21 @@ def build() -> typer.Typer:
 
     @serve.command("jobmgr")
     def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092",
-               snapshot_interval: SnapshotInterval = 10.0) -> None:
+               snapshot_interval: SnapshotInterval = 10.0,
+               snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
         """Job manager: validates jobs, owns task and job state."""
         from peloton.bus.service import ServiceShell
         from peloton.jobmgr.service import JobManagerCore
 
         _logging("jobmgr")
-        ServiceShell("jobmgr", "1", JobManagerCore(), bootstrap,
-                     snapshot_interval_s=snapshot_interval).run()
+        ServiceShell("jobmgr", "1", JobManagerCore.from_env(os.environ), bootstrap,
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
 
     @serve.command("hostmgr")
     def hostmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
                 heartbeat_timeout: float = 5.0, instance: str = "1",
-                snapshot_interval: SnapshotInterval = 10.0) -> None:
+                snapshot_interval: SnapshotInterval = 10.0,
+                snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
         """Host manager: hosts, offers, placement validation, launches, lost hosts."""
         from peloton.bus.service import ServiceShell
         from peloton.hostmgr.service import HostManagerCore
@@ -54,7 +69,7 @@ def build() -> typer.Typer:
         _logging(f"hostmgr-{instance}")
         ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
                      etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None,
-                     snapshot_interval_s=snapshot_interval).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
 
     @serve.command("resmgr")
     def resmgr(
@@ -75,6 +90,8 @@ def build() -> typer.Typer:
             envvar="PELOTON_RESMGR_IN_POOL_PREEMPTION",
             help="let higher-priority pending gangs preempt within their pool")] = True,
         snapshot_interval: SnapshotInterval = 10.0,
+        snapshot_every: SnapshotEvery = 20_000,
+        snapshots: Snapshots = True,
     ) -> None:
         """Resource manager (one leader through etcd): pools, entitlement, admission,
         preemption."""
@@ -88,11 +105,12 @@ def build() -> typer.Typer:
                                    in_pool_preemption=in_pool_preemption)
         ServiceShell("resmgr", instance, core, bootstrap, etcd=etcd,
                      leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl,
-                     snapshot_interval_s=snapshot_interval).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
 
     @serve.command("placement")
     def placement(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
-                  instance: str = "1", snapshot_interval: SnapshotInterval = 10.0) -> None:
+                  instance: str = "1", snapshot_interval: SnapshotInterval = 10.0,
+                  snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
         """Placement engine: places admitted tasks on offered hosts in rounds."""
         from peloton.bus.service import ServiceShell
         from peloton.placement.service import PlacementCore
@@ -100,7 +118,7 @@ def build() -> typer.Typer:
         _logging(f"placement-{instance}")
         ServiceShell("placement", instance, PlacementCore(), bootstrap, etcd=etcd,
                      leader_key="/peloton/leader/placement" if etcd else None,
-                     snapshot_interval_s=snapshot_interval).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
 
     @serve.command("agent")
     def agent(

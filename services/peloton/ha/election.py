@@ -14,6 +14,12 @@ Protocol (one candidate):
    After stepping down it revokes the lease (best effort) so a successor need not wait
    for the TTL, then campaigns again.
 4. ``stop()`` revokes the lease, so a standby takes over within a watch round trip.
+5. A restart of the same candidate after a crash (kill -9) need not wait for its old
+   lease to expire: the winner also writes ``<key>/holder`` (under the same lease) with a
+   token of its process (:mod:`peloton.ha.liveness`). A candidate that finds the key held
+   under its own identity, by a process the token proves dead (same machine, boot and pid
+   namespace, pid gone), revokes that lease and campaigns at once. A holder that may be
+   alive (another machine, a frozen process) is waited for as in step 1.
 
 Guarantees: :meth:`LeaderElection.is_leader` is computed from the monotonic clock: it
 turns false no later than ``ttl`` after the *send time* of the last successful refresh.
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import time
@@ -41,6 +48,8 @@ from typing import Any
 
 import aetcd
 import grpc
+
+from peloton.ha.liveness import certainly_gone, process_token
 
 __all__ = ["LeaderElection", "parse_endpoint"]
 
@@ -56,6 +65,13 @@ _ETCD_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
     ConnectionError,
 )
+
+
+class _Lease:
+    """A lease known only by its id (enough to revoke it)."""
+
+    def __init__(self, lease_id: int) -> None:
+        self.id = lease_id
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
@@ -103,6 +119,7 @@ class LeaderElection:
         self.max_backoff = max_backoff if max_backoff is not None else max(ttl, min_backoff)
         self._host, self._port = parse_endpoint(endpoint)
         self._key = key.encode()
+        self._holder_key = self._key.rstrip(b"/") + b"/holder"
         self._value = identity.encode()
         self._lease_seconds = max(1, math.ceil(self.ttl))
         self._client: Any = None
@@ -206,6 +223,8 @@ class LeaderElection:
         current = await client.get(self._key)
         if current is not None:
             self._holder = current.value.decode(errors="replace")
+            if current.value == self._value and await self._left_by_dead_self(current):
+                return
             await self._watch_for_vacancy(current.mod_revision + 1)
             return
         sent = time.monotonic()
@@ -215,7 +234,10 @@ class LeaderElection:
         try:
             won, responses = await client.transaction(
                 compare=[client.transactions.create(self._key) == 0],
-                success=[client.transactions.put(self._key, self._value, lease=lease.id)],
+                success=[client.transactions.put(self._key, self._value, lease=lease.id),
+                         client.transactions.put(self._holder_key,
+                                                 json.dumps(process_token()).encode(),
+                                                 lease=lease.id)],
                 failure=[client.transactions.get(self._key)],
             )
             answered = True
@@ -232,6 +254,24 @@ class LeaderElection:
             return
         put_revision = int(responses[0].response_put.header.revision)
         await self._lead(lease, sent, put_revision)
+
+    async def _left_by_dead_self(self, current: Any) -> bool:
+        """`current` holds our identity: if its holder token proves the process that
+        wrote it dead (a crashed earlier run of this candidate), revoke its lease and
+        return True (campaign again at once); else False."""
+        holder = await self._client.get(self._holder_key)
+        if holder is None or holder.lease != current.lease:
+            return False
+        try:
+            token = json.loads(holder.value)
+        except ValueError:
+            return False
+        if not certainly_gone(token):
+            return False
+        log.info("election %s (%s): the previous holder (pid %s) is gone; revoking its "
+                 "lease", self.key, self.identity, token.get("pid"))
+        await self._revoke_quietly(self._client, _Lease(current.lease))
+        return True
 
     async def _follow_winner(self, responses: list[Any]) -> None:
         kvs = responses[0] if responses else []
