@@ -15,7 +15,6 @@ Restart in seconds (what a kill -9 and a restart of the same service instance co
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
@@ -27,7 +26,6 @@ from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_
 
 __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
-log = logging.getLogger(__name__)
 
 
 def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: Any) -> faust.App:
