@@ -57,7 +57,7 @@ the original. `view()` is the part every instance folding the same log agrees on
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,19 @@ from peloton.resmgr.domain.admission import (
     admit,
 )
 from peloton.resmgr.domain.entitlement import PoolEntitlement, PoolUsage, compute_entitlements
-from peloton.resmgr.domain.ledger import DEFAULT_RETENTION_MS, Ledger, TaskEntry
+from peloton.resmgr.domain.ledger import (
+    DEFAULT_RETENTION_MS,
+    HELD,
+    MICRO,
+    PENDING,
+    Bucket,
+    Cell,
+    Ledger,
+    TaskEntry,
+    TaskKey,
+    bucket,
+    micro,
+)
 from peloton.resmgr.domain.poolbook import POOL_FACTS, POOL_REQUESTS, PoolBook, config_record
 from peloton.resmgr.domain.pooltree import ROOT, PoolTree
 from peloton.resmgr.domain.preemption import PreemptionState, TaskView, plan_preemption
@@ -302,23 +314,80 @@ class ResourceManager:
         return self._resolve(entry.job.pool)
 
     def usage(
-        self, skip: Callable[[TaskEntry], bool] | None = None
+        self, going_at: int | None = None
     ) -> tuple[dict[str, PoolUsage], dict[str, PoolAllocation]]:
-        """Per leaf pool: demand and allocation (tasks for which `skip` is true left out)."""
-        demand: dict[str, list[Resources]] = defaultdict(lambda: [Resources()] * 4)
-        alloc: dict[str, PoolAllocation] = defaultdict(PoolAllocation)
-        for entry in self.ledger.active():
-            if skip is not None and skip(entry):
+        """Per leaf pool: demand and allocation of the active runs (with `going_at`, the
+        runs being taken back at that time, see `_going`, are left out).
+
+        O(pools + runs whose standing differs from the ledger's), not O(active runs): it
+        starts from the ledger's integer totals (`Ledger.sums`) and moves only the runs
+        this instance sees differently: admissions the job manager left unused (trusted
+        for `unused_admission_ms`), provisional admissions, and (with `going_at`) runs
+        being preempted. The totals are exact (integer micro-units), so the result is the
+        same whatever the order the facts were folded in.
+        """
+        ledger = self.ledger
+        cells: dict[tuple[int, Bucket], Cell] = {
+            (cls, b): list(cell)
+            for cls in (PENDING, HELD) for b, cell in ledger.sums[cls].items()}
+        special: dict[TaskKey, TaskEntry] = dict(ledger.unused)
+        for job_id, instance, _ in self.provisional.admitted:
+            entry = ledger.entry(job_id, instance)
+            if entry is not None:
+                special[entry.key] = entry
+        if going_at is not None:
+            special.update(ledger.preempted)
+            for job_id, instance, _ in self.provisional.preempted:
+                entry = ledger.entry(job_id, instance)
+                if entry is not None:
+                    special[entry.key] = entry
+        for key, entry in special.items():
+            was = ledger.filed.get(key)
+            now: int | None = None
+            if ((key in ledger.pending or key in ledger.holding)
+                    and not (going_at is not None and self._going(entry, going_at))):
+                now = HELD if self.holding(entry) else PENDING
+            if was == now:
                 continue
-            holding = self.holding(entry)
-            pool = self._pool_of(entry)
-            slot = demand[pool]
-            idx = (1 if holding else 0) + (2 if entry.revocable else 0)
-            slot[idx] = slot[idx] + entry.resources
-            if holding:
-                alloc[pool] = alloc[pool].plus(_gang_of_one(entry, pool))
-        usage = {p: PoolUsage(d[0], d[1], d[2], d[3]) for p, d in demand.items()}
-        return usage, dict(alloc)
+            vec, b = micro(entry.resources), bucket(entry)
+            if was is not None:
+                cell = cells[(was, b)]
+                cell[0] -= 1
+                for i in range(4):
+                    cell[i + 1] -= vec[i]
+            if now is not None:
+                cell = cells.setdefault((now, b), [0, 0, 0, 0, 0])
+                cell[0] += 1
+                for i in range(4):
+                    cell[i + 1] += vec[i]
+        # per pool: demand, allocation, slack demand, slack allocation, non-preemptible,
+        # controller (micro-units), and the number of runs that hold
+        per_pool: dict[str, list[list[int]]] = {}
+        held: dict[str, int] = defaultdict(int)
+        for (cls, (name, revocable, preemptible, controller)), cell in cells.items():
+            if cell[0] == 0:
+                continue
+            pool = self._resolve(name)
+            sums = per_pool.setdefault(pool, [[0, 0, 0, 0] for _ in range(6)])
+            targets = [(1 if cls == HELD else 0) + (2 if revocable else 0)]
+            if cls == HELD:
+                held[pool] += cell[0]
+                if not preemptible:
+                    targets.append(4)
+                if controller:
+                    targets.append(5)
+            for t in targets:
+                total = sums[t]
+                for i in range(4):
+                    total[i] += cell[i + 1]
+        usage: dict[str, PoolUsage] = {}
+        alloc: dict[str, PoolAllocation] = {}
+        for pool, sums in per_pool.items():
+            r = [_resources(v) for v in sums]
+            usage[pool] = PoolUsage(r[0], r[1], r[2], r[3])
+            if held[pool]:
+                alloc[pool] = PoolAllocation(r[1], r[3], r[4], r[5])
+        return usage, alloc
 
     def _entitlement(self, now_ms: int, publish: bool) -> list[Event]:
         usage, allocations = self.usage()
@@ -397,7 +466,7 @@ class ResourceManager:
     def _preempt(self, now_ms: int) -> list[Event]:
         if not self.preemption_enabled:
             return []
-        _, allocations = self.usage(skip=lambda e: self._going(e, now_ms))
+        _, allocations = self.usage(going_at=now_ms)
         views = admission_views(self.tree, self.entitlements, allocations)
         index: dict[str, TaskEntry] = {}
         tasks: list[TaskView] = []
@@ -498,7 +567,8 @@ class ResourceManager:
                     pool=pool,
                     priority=job.priority,
                     seq=job.seq * 1_000_000 + first.instance,
-                    resources=sum((e.resources for e in entries), Resources()),
+                    resources=(first.resources if len(entries) == 1  # most gangs: 1 run
+                               else sum((e.resources for e in entries), Resources())),
                     preemptible=job.preemptible or not self.preemption_enabled,
                     revocable=first.revocable,
                     controller=any(e.controller for e in entries),
@@ -660,18 +730,9 @@ def revocable_capacity(capacity: Resources,
     return Resources(cpu=max(0.0, capacity.cpu - held))
 
 
-def _gang_of_one(entry: TaskEntry, pool: str) -> Gang:
-    return Gang(
-        entry.task_id,
-        (entry.task_id,),
-        pool,
-        entry.job.priority,
-        0,
-        entry.resources,
-        preemptible=entry.job.preemptible,
-        revocable=entry.revocable,
-        controller=entry.controller,
-    )
+def _resources(vec: list[int]) -> Resources:
+    """Micro-units back to resources (exact for any run's rounded resources)."""
+    return Resources(vec[0] / MICRO, vec[1] / MICRO, vec[2] / MICRO, vec[3] / MICRO)
 
 
 def _chunks(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -41,7 +41,18 @@ arrives more than `retention_ms` after its end is held as an orphan and expires 
 So memory is O(live jobs and their instances + jobs ended within the window).
 
 Indexes maintained on fold: `pending` (demand) and `holding` (allocation), by task key;
-`active()` iterates them, never every task ever seen.
+`active()` iterates them, never every task ever seen; `unused` (admitted, not READY yet)
+and `preempted` (runs with a `preempted_at`) are the runs whose standing the resource
+manager may see differently from the ledger (admissions it stops trusting, provisional
+decisions, runs being taken back).
+
+Usage totals maintained on fold (`sums`), so a tick costs O(pools + changed runs), not
+O(active runs): per class (PENDING = in `pending`, HELD = in `holding` but not `unused`)
+and per `Bucket` (the job's pool as named in its spec, revocable, preemptible, controller),
+the number of runs and their resources in integer micro-units (each run's resources
+rounded to 1e-6 once, `micro`). Integer sums are exact, so any order of folds gives the
+same totals (and the same as a recomputation from scratch); `filed` says in which class
+each run is counted. They are rebuilt by `restore` (not part of the snapshot).
 
 Orders come from event times, not from the order records were folded in (a job's FIFO
 `seq` is JobCreated's `at`; `started_seq` is the `at` of the change that started the run).
@@ -63,7 +74,8 @@ from peloton.model.taskstate import (
     TaskState,
 )
 
-__all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS"]
+__all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS", "TaskKey", "Bucket",
+           "Cell", "PENDING", "HELD", "MICRO", "micro", "bucket"]
 
 S = TaskState
 TaskKey = tuple[str, int]
@@ -73,6 +85,20 @@ _UNSTARTED = frozenset({S.INITIALIZED, S.PENDING})
 DEFAULT_RETENTION_MS = 600_000
 _SWEEP_MS = 1_000
 _RUN_FACTS = ("TasksAdmitted", "TasksPreempted", "AdmissionDeferred")
+#: Usage classes of `Ledger.sums` (see the module doc).
+PENDING, HELD = 0, 1
+#: Integer units per resource unit in the usage totals.
+MICRO = 1_000_000
+#: (pool as named in the job's spec, revocable, preemptible, controller)
+Bucket = tuple[str, bool, bool, bool]
+#: [runs, cpu, memory, disk, gpu], resources in micro-units
+Cell = list[int]
+
+
+def micro(r: Resources) -> tuple[int, int, int, int]:
+    """A run's resources in integer micro-units (rounded once)."""
+    return (round(r.cpu * MICRO), round(r.memory * MICRO), round(r.disk * MICRO),
+            round(r.gpu * MICRO))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +185,10 @@ class TaskEntry:
         return self.state == S.PENDING and not self.admitted
 
 
+def bucket(entry: TaskEntry) -> Bucket:
+    return (entry.job.pool, entry.revocable, entry.job.preemptible, entry.controller)
+
+
 class Ledger:
     def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
@@ -169,6 +199,9 @@ class Ledger:
         self.pending: dict[TaskKey, TaskEntry] = {}
         self.holding: dict[TaskKey, TaskEntry] = {}
         self.unused: dict[TaskKey, TaskEntry] = {}  # admitted, not READY yet (in holding)
+        self.preempted: dict[TaskKey, TaskEntry] = {}  # live runs with a preempted_at
+        self.sums: tuple[dict[Bucket, Cell], dict[Bucket, Cell]] = ({}, {})  # by class
+        self.filed: dict[TaskKey, int] = {}  # the class each run is counted in
         self.forgotten: dict[str, int] = {}  # finished job -> when (event time)
         self.orphans: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
         self.hosts: dict[str, tuple[bool, Resources]] = {}
@@ -352,11 +385,45 @@ class Ledger:
             self.unused[key] = entry
         else:
             self.unused.pop(key, None)
+        if entry.preempted_at is not None:
+            self.preempted[key] = entry
+        else:
+            self.preempted.pop(key, None)
+        cls = PENDING if key in self.pending else (
+            HELD if key in self.holding and key not in self.unused else None)
+        self._file(entry, cls)
+
+    def _file(self, entry: TaskEntry, cls: int | None) -> None:
+        """Count the run in usage class `cls` (None: in none), moving it if need be."""
+        key = entry.key
+        old = self.filed.get(key)
+        if old == cls:
+            return
+        vec = micro(entry.resources)
+        b = bucket(entry)
+        if old is not None:
+            del self.filed[key]
+            cells = self.sums[old]
+            cell = cells[b]
+            cell[0] -= 1
+            if cell[0] == 0:
+                del cells[b]
+            else:
+                for i in range(4):
+                    cell[i + 1] -= vec[i]
+        if cls is not None:
+            self.filed[key] = cls
+            cell = self.sums[cls].setdefault(b, [0, 0, 0, 0, 0])
+            cell[0] += 1
+            for i in range(4):
+                cell[i + 1] += vec[i]
 
     def _drop(self, entry: TaskEntry) -> None:
         self.pending.pop(entry.key, None)
         self.holding.pop(entry.key, None)
         self.unused.pop(entry.key, None)
+        self.preempted.pop(entry.key, None)
+        self._file(entry, None)
         self.version += 1
 
     def _sweep(self) -> None:
