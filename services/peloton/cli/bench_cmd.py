@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> typer.Typer:
         timeout: Annotated[float, typer.Option(help="stop after this long in all, s")] = 900.0,
         run_dir: Annotated[Path | None, typer.Option(
             help="keep the cluster's logs here (default: a temporary directory)")] = None,
+        rate: Annotated[float, typer.Option(
+            help="submit this many jobs/s (a sustained load); 0: all at once")] = 0.0,
         output: Output = "table",
     ) -> None:
         """Many small jobs at once over many simulated hosts: tasks/s, submit -> RUNNING
@@ -92,7 +94,7 @@ def register(app: typer.Typer) -> typer.Typer:
         with _bar("burst") as update:
             result = burst(jobs, hosts, agent_processes, min_tasks, max_tasks, seed,
                            cpu_per_host, task_cpu, duration, settle, timeout, run_dir,
-                           progress=update)
+                           progress=update, rate=rate)
         show(result, output, "burst")
         if result["jobs_not_terminal"]:
             raise typer.Exit(1)

@@ -4,7 +4,8 @@ A minicluster (broker, etcd, jobmgr, resmgr, placement, hostmgr; no API) runs `h
 simulated hosts of `cpu_per_host` cpus, served by `agent_processes` fleet processes
 (minicluster/fleet.py: one AgentCore per host, routed by host, so each host behaves as its
 own agent; one process per host would not fit on a 2-core machine). The client then
-produces `jobs` JobSubmitted records straight to `job-submitted` as fast as it can (sizes
+produces `jobs` JobSubmitted records straight to `job-submitted` as fast as it can, or at
+`rate` jobs/s for a sustained load (sizes
 drawn uniformly from [min_tasks, max_tasks] with `seed`), follows `job-events` and reports:
 
 - tasks_per_s: tasks that ended / (last terminal TaskStateChanged.at - first submitted_at);
@@ -46,7 +47,8 @@ def job_sizes(jobs: int, min_tasks: int, max_tasks: int, seed: int) -> list[int]
 
 
 async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
-               settle_s: float, timeout_s: float, say: Progress) -> dict[str, Any]:
+               settle_s: float, timeout_s: float, say: Progress,
+               rate: float = 0.0) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     wanted = {f"burst-{tag}-{j}": n for j, n in enumerate(sizes)}
     total = sum(sizes)
@@ -56,7 +58,7 @@ async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: fl
     try:
         say(f"submitting {len(wanted):,} jobs ({total:,} tasks)", 0.0)
         started = time.monotonic()
-        submitted = await submit_jobs(bootstrap, wanted.items(), duration_s, task_cpu)
+        submitted = await submit_jobs(bootstrap, wanted.items(), duration_s, task_cpu, rate)
         submit_s = time.monotonic() - started
         last_change = time.monotonic()
         stop_reason = "all jobs terminal"
@@ -86,7 +88,8 @@ async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: fl
         return None if v is None else round(v, 1)
 
     return {
-        "jobs": len(wanted), "tasks": total, "submit_s": round(submit_s, 2),
+        "jobs": len(wanted), "tasks": total,
+        "submit_rate_jobs_per_s": rate or "as fast as possible", "submit_s": round(submit_s, 2),
         "tasks_per_s": round(len(to_end) / span_s, 1) if span_s > 0 else 0.0,
         "p50_submit_to_running_ms": ms(percentile(to_run, 50)),
         "p99_submit_to_running_ms": ms(percentile(to_run, 99)),
@@ -105,7 +108,7 @@ def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_task
           max_tasks: int = 8, seed: int = 7, cpu_per_host: float = 64.0,
           task_cpu: float = 0.1, duration_s: float = 0.1, settle_s: float = 60.0,
           timeout_s: float = 900.0, run_dir: Path | None = None,
-          progress: Progress | None = None) -> dict[str, Any]:
+          progress: Progress | None = None, rate: float = 0.0) -> dict[str, Any]:
     """Run the burst (module docstring); `run_dir` keeps logs there instead of a temp dir."""
     say: Progress = progress or (lambda _m, _f: None)
     sizes = job_sizes(jobs, min_tasks, max_tasks, seed)
@@ -121,7 +124,7 @@ def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_task
             asyncio.run(wait_offers(layout.bootstrap, {f"host-{i + 1}" for i in range(hosts)},
                                     90.0))
             result = asyncio.run(_run(layout.bootstrap, sizes, duration_s, task_cpu,
-                                      settle_s, timeout_s, say))
+                                      settle_s, timeout_s, say, rate))
         finally:
             down(layout.run_dir)
     return {"hosts": hosts, "agent_processes": min(agent_processes, hosts), "seed": seed,

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import AsyncGenerator, Iterable
@@ -48,8 +49,9 @@ def job_body(job_id: str, instances: int, duration_s: float = 0.1, cpu: float = 
 
 
 async def submit_jobs(bootstrap: str, jobs: Iterable[tuple[str, int]], duration_s: float = 0.1,
-                      cpu: float = 0.1) -> dict[str, int]:
-    """Produce one JobSubmitted per (job_id, instances) without waiting between sends;
+                      cpu: float = 0.1, rate: float = 0.0) -> dict[str, int]:
+    """Produce one JobSubmitted per (job_id, instances), without waiting between sends, or
+    paced at `rate` jobs/s when it is above 0 (job i leaves i/rate s after the first);
     returns job_id -> submitted_at (ms). Returns once every record is acknowledged."""
     codec = default_codec()
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
@@ -58,7 +60,11 @@ async def submit_jobs(bootstrap: str, jobs: Iterable[tuple[str, int]], duration_
     submitted: dict[str, int] = {}
     try:
         futures = []
-        for job_id, instances in jobs:
+        loop = asyncio.get_running_loop()
+        first = loop.time()
+        for i, (job_id, instances) in enumerate(jobs):
+            if rate > 0 and (wait := first + i / rate - loop.time()) > 0:
+                await asyncio.sleep(wait)
             body = job_body(job_id, instances, duration_s, cpu)
             submitted[job_id] = body["submitted_at"]
             futures.append(await producer.send("job-submitted", codec.encode("JobSubmitted", body),
