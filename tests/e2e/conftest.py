@@ -1,6 +1,7 @@
 """A real minicluster for end-to-end tests: Tansu, etcd, every service, agents running
 real processes. `minicluster_factory(**layout)` starts one with free ports in a temporary
-directory; `minicluster` is the shared one (3 agents x 4 cpus, 5 s heartbeat timeout).
+directory; `minicluster` is the default one (3 agents x 4 cpus, 5 s heartbeat timeout).
+Both live for one test module.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from peloton.minicluster.cluster import Cluster, Layout, down, up
 Factory = Callable[..., Cluster]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def minicluster_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Factory]:
+    """Clusters of one test module, stopped when the module ends: only one minicluster
+    runs at a time (idle services still cost CPU, and the machine has 2 cores)."""
     started: list[Path] = []
 
     def make(**layout: Any) -> Cluster:
@@ -39,7 +42,7 @@ def minicluster_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fa
         down(run_dir)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def minicluster(minicluster_factory: Factory) -> Cluster:
     return minicluster_factory()
 
