@@ -1,21 +1,14 @@
-"""Makes the shared event-body helpers (tests/model/event_bodies.py) importable."""
+"""Real dev servers for the shell tests (integration marker). The shared event-body
+helpers (tests/model/event_bodies.py) are importable through pytest's `pythonpath`."""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-_MODEL_TESTS = str(Path(__file__).resolve().parents[1] / "model")
-if _MODEL_TESTS not in sys.path:
-    sys.path.insert(0, _MODEL_TESTS)
+import pytest
 
-
-# ---- real dev servers for the shell tests (integration marker) ----------------------
-from collections.abc import Iterator  # noqa: E402
-
-import pytest  # noqa: E402
-
-from peloton.minicluster.servers import free_port, free_ports, start_etcd, start_tansu  # noqa: E402
+from peloton.minicluster.servers import free_port, free_ports, start_etcd, start_tansu
 
 
 @pytest.fixture
