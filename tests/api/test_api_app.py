@@ -115,7 +115,8 @@ async def test_broker_failure_is_503(client: httpx.AsyncClient,
 
 async def test_list_and_get_jobs(client: httpx.AsyncClient, loaded: Store) -> None:
     jobs = (await client.get("/v1/jobs")).json()["jobs"]
-    assert [j["job_id"] for j in jobs] == ["job-rej", "job-wait", "job-bad", "job-ok"]
+    assert [j["job_id"] for j in jobs] == ["job-svc", "job-rej", "job-wait", "job-bad",
+                                           "job-ok"]
     failed = (await client.get("/v1/jobs", params={"state": "failed"})).json()["jobs"]
     assert [j["job_id"] for j in failed] == ["job-bad"]
     assert len((await client.get("/v1/jobs?limit=2")).json()["jobs"]) == 2
@@ -175,6 +176,9 @@ async def test_tasks_with_history(client: httpx.AsyncClient, loaded: Store) -> N
     assert r.status_code == 404 and "ghost not found" in r.json()["error"]
     wait = (await client.get("/v1/jobs/job-wait/tasks/0")).json()
     assert wait["reason"].startswith("waiting for admission")
+    assert t1["health"] is None  # a batch task has no health check
+    svc = (await client.get("/v1/jobs/job-svc/tasks/0")).json()
+    assert (svc["state"], svc["health"], svc["config_version"]) == ("RUNNING", "HEALTHY", 1)
 
 
 async def test_logs_are_proxied_from_the_agent(client: httpx.AsyncClient,
@@ -260,4 +264,4 @@ def test_materializer_skips_only_the_records_the_store_refuses(store: Store) -> 
     bad = [Row(first.table, {**first.values, "at": "not a time", "src_offset": 10**6})]
     m.store_rows([*per_record, bad])
     assert m.failed == 1
-    assert len(store.list_jobs()) == 4
+    assert len(store.list_jobs()) == 5

@@ -41,7 +41,8 @@ def job_file(tmp_path: Path, name: str = "hello", text: str | None = None) -> st
 def test_register_returns_the_respool_typer() -> None:
     app = typer.Typer()
     respool = register(app)
-    assert {g.name for g in app.registered_groups} == {"job", "task", "host", "respool"}
+    assert {g.name for g in app.registered_groups} == {"job", "update", "task", "host",
+                                                       "respool"}
 
     @respool.command("entitlement")
     def entitlement() -> None:  # what another module adds to the respool group
@@ -150,7 +151,7 @@ def test_kill(cli: typer.Typer, api: str, served: tuple[str, MemoryPublisher]) -
     code, _, err = run(cli, "job", "kill", "job-wait", "--instances", "a,b", "--api", api)
     assert code == 2
     code, _, err = run(cli, "job", "kill", "job-wait", "--instances", "4", "--api", api)
-    assert code == 1 and "no instance 4" in err
+    assert code == 2 and "no instance 4" in err  # a 400: bad input
 
 
 def test_api_errors_exit_1_with_the_message(cli: typer.Typer, api: str) -> None:

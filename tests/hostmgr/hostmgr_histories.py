@@ -3,7 +3,9 @@ test module).
 
 `history(data)` lets a reference HostBook live through random facts produced in causal
 order (placements, launches, rejections, task ends, kills before launch, host losses and
-new incarnations, a job created late); `History.log` holds them split by topic.
+new incarnations, a job created late, config versions of jobs: placements of a version
+whose JobSpecChanged comes later; j1 is stateful, so its ended runs' room is held);
+`History.log` holds them split by topic.
 """
 
 from __future__ import annotations
@@ -26,13 +28,29 @@ from peloton.hostmgr.domain.hosts import HostBook
 from peloton.model.ids import run_id
 from peloton.model.taskstate import TERMINAL
 
-__all__ = ["Body", "Fact", "HOSTS", "PORTS", "TASKS", "History", "history", "ended_runs"]
+__all__ = ["Body", "Fact", "HOSTS", "PORTS", "TASKS", "History", "history", "ended_runs",
+           "created", "holds"]
 
 Body = dict[str, Any]
 Fact = tuple[str, Body]
 HOSTS = ("h1", "h2", "h3")
 PORTS = (31000, 31003)
 TASKS = {"j1": 4, "j2": 3}
+STATEFUL = {"j1"}  # its runs launch with a volume: their ends hold their room
+
+
+def created(job: str, **kw: Any) -> Body:
+    """JobCreated of a history's job (j2's tasks are stateful: they have a volume)."""
+    body = job_created(job, TASKS[job], ports=("http",), **kw)
+    if job in STATEFUL:
+        body["type"] = "STATEFUL"
+        body["default_task"] = {**body["default_task"], "volume": "/data"}
+    return body
+
+
+def holds(book: HostBook) -> dict[str, dict[tuple[str, int], Any]]:
+    """Every host's room holds, for comparing books."""
+    return {name: dict(h.holds) for name, h in book.hosts.items() if h.holds}
 
 
 class History:
@@ -45,6 +63,7 @@ class History:
         self.inc = dict.fromkeys(HOSTS, 1)
         self.run = {(j, i): 1 for j, n in TASKS.items() for i in range(n)}
         self.created: set[str] = set()
+        self.versions: dict[str, int] = {}  # job -> newest config version emitted
         self.round = 0
 
     def emit(self, etype: str, body: Body) -> None:
@@ -86,10 +105,11 @@ class History:
 
 def step(h: History, data: st.DataObject) -> None:
     kind = data.draw(st.sampled_from(["place", "place", "place", "finish", "finish", "kill",
-                                      "lose", "reregister", "create", "tick"]))
+                                      "lose", "reregister", "create", "tick",
+                                      "maintain", "update"]))
     if kind == "create":
         for job in sorted(set(TASKS) - h.created)[:1]:
-            h.emit("JobCreated", job_created(job, TASKS[job], ports=("http",), at=h.now))
+            h.emit("JobCreated", created(job, at=h.now))
             h.created.add(job)
     elif kind == "place":
         on_host = h.launched()
@@ -107,6 +127,8 @@ def step(h: History, data: st.DataObject) -> None:
                 j, i, host, run=h.run[(j, i)], incarnation=f"i{h.inc[host] - stale}",
                 cpu=data.draw(st.sampled_from([0.5, 1.0, 2.0])),
                 ports={"http": port} if port else None))
+            # a known config version, or the next one (its JobSpecChanged may come later)
+            batch[-1]["config_version"] = data.draw(st.integers(1, h.versions.get(j, 1) + 1))
         h.round += 1
         h.emit("PlacementMade", placement_made(*batch, round_=h.round, at=h.now))
         h.tick()
@@ -132,6 +154,19 @@ def step(h: History, data: st.DataObject) -> None:
             h.emit("HostLost", {"host": name, "incarnation": record.incarnation, "at": h.now,
                                 "reason": "gone", "runs": runs})
             h.jobmgr_loses(runs)
+    elif kind == "maintain":  # any command, any host: decided (or refused) at the tick
+        command = data.draw(st.sampled_from(["start_maintenance", "complete_maintenance",
+                                             "cancel_maintenance"]))
+        h.emit("HostMaintenanceRequested", {
+            "host": data.draw(st.sampled_from(HOSTS)), "command": command,
+            "deadline_ms": None, "requested_by": "", "at": h.now})
+        h.tick()
+    elif kind == "update":  # a rolling update's next config version of a created job
+        job = data.draw(st.sampled_from(sorted(h.created)))
+        version = h.versions[job] = h.versions.get(job, 1) + 1
+        h.emit("JobSpecChanged", {
+            **created(job, command=f"run v{version}", at=h.now), "version": version,
+            "update_id": f"u{version}"})
     elif kind == "reregister":
         name = data.draw(st.sampled_from(HOSTS))
         h.inc[name] += 1
@@ -146,7 +181,7 @@ def history(data: st.DataObject) -> History:
     h = History()
     for name in HOSTS:
         h.emit("HostRegistered", host_registered(name, cpu=2, ports=PORTS, incarnation="i1"))
-    h.emit("JobCreated", job_created("j1", TASKS["j1"], ports=("http",)))
+    h.emit("JobCreated", created("j1"))
     h.created.add("j1")
     for _ in range(data.draw(st.integers(3, 16))):
         step(h, data)

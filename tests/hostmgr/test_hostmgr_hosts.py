@@ -104,10 +104,13 @@ def test_a_launch_carries_the_task_spec_and_its_ports() -> None:
     assert ev.body["launches"] == [{
         "job_id": "j1", "instance": 2, "run": 1, "command": "echo hi",
         "env": {"PELOTON_JOB_ID": "j1", "PELOTON_INSTANCE_ID": "2",
-                "PELOTON_TASK_ID": "j1-2-1", "PORT_HTTP": "31005"},
+                "PELOTON_TASK_ID": "j1-2-1", "PELOTON_CONFIG_VERSION": "1",
+                "PORT_HTTP": "31005"},
         "resources": {"cpu": 1.0, "memory": 64.0, "disk": 0.0, "gpu": 0.0},
         "ports": {"http": 31005}, "kill_grace_period_s": 7.0,
-        "round": 41}]  # names the placement round it decides
+        "round": 41,  # names the placement round it decides
+        "health_check_json": None, "volume": None,  # the task has neither
+        "config_version": 1}]  # the run's job config version (JobCreated's)
 
 
 def test_launches_are_batched_per_host_in_host_order() -> None:
@@ -321,8 +324,8 @@ def test_a_tick_decides_losses_then_launches_then_offers() -> None:
     book.fold("PlacementMade", placement_made(placement("j1", 0, "h1"),
                                               placement("j1", 1, "h2")))
     out = tick(book, TIMEOUT + 1)
-    assert [e.type for e in out] == ["HostLost", "TaskLaunchRequested", "PlacementRejected",
-                                     "OfferReceived"]
+    assert [e.type for e in out] == ["HostLost", "HostStateChanged", "TaskLaunchRequested",
+                                     "PlacementRejected", "OfferReceived"]
     assert rejections(out) == [("j1", 0, "host h1 is lost")]
 
 

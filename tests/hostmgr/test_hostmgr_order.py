@@ -7,7 +7,8 @@ cluster): properties over generated histories.
    interleaving that keeps each topic's order: the result has the same host allocations
    and the same waiting placements, no run is ever counted on two hosts, and no run
    holds resources once its own end has been read (a later run's end does not free an
-   earlier run: that one may be a stray launch still running).
+   earlier run: that one may be a stray launch still running); the room held for the
+   stateful job's tasks between runs is the same too.
 2. Live: a deciding host manager reads external facts (job events, placements, agent
    statuses) and its own events in a random cross-topic order, ticking in between: it
    never double-books a host (against what really runs), never launches a run twice, and
@@ -36,7 +37,7 @@ from event_bodies import (
     task_state_changed,
 )
 from hostmgr_helpers import allocations
-from hostmgr_histories import HOSTS, PORTS, TASKS, Fact, ended_runs, history
+from hostmgr_histories import HOSTS, PORTS, TASKS, Fact, created, ended_runs, history, holds
 from hypothesis import HealthCheck, given, settings
 
 from peloton.bus.catalog import topic_for_event
@@ -66,6 +67,7 @@ def test_any_interleaving_of_the_topics_folds_to_the_same_allocations(
                 seen.add(key)
                 assert key not in ended, f"{key} holds resources after its end"
     assert allocations(book) == allocations(h.ref)
+    assert holds(book) == holds(h.ref)
     assert set(book.pending) == set(h.ref.pending)
     assert book.early == {}
     for name, host in book.hosts.items():
@@ -109,8 +111,8 @@ def test_a_live_host_manager_reading_topics_out_of_order_never_double_books(
         book.fold("HostRegistered", host_registered(name, cpu=2, ports=PORTS,
                                                     incarnation="i1"), received_ms=0)
     queues: dict[str, list[Fact]] = defaultdict(list)
-    for job, n in TASKS.items():
-        queues["job-events"].append(("JobCreated", job_created(job, n, ports=("http",))))
+    for job in TASKS:
+        queues["job-events"].append(("JobCreated", created(job)))
     running: dict[str, dict[tuple[str, int, int], tuple[Resources, set[int]]]] = {
         name: {} for name in HOSTS}  # what really runs on each host
     ever: set[tuple[str, int, int]] = set()

@@ -117,7 +117,7 @@ def _busy_core() -> HostManagerCore:
 def test_a_snapshot_covers_every_part_of_the_state() -> None:
     core = _busy_core()
     state = _json(core.snapshot())
-    assert core.snapshot_version == snapshot.VERSION == 2
+    assert core.snapshot_version == snapshot.VERSION == 4
     twin = _core()
     twin.restore(state)
     assert twin.snapshot() == core.snapshot()

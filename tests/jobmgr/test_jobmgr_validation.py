@@ -62,13 +62,14 @@ def test_a_good_submission_becomes_job_created() -> None:
         "resources": {"cpu": 0.5, "memory": 64.0, "disk": 0.0, "gpu": 0.0},
         "command": "echo hi", "env": {}, "constraint_json": None, "max_failures": 2,
         "labels": {}, "ports": ["http:PORT_HTTP"], "kill_grace_period_s": 3.0,
-        "controller": False, "revocable": False}
+        "controller": False, "revocable": False, "health_check_json": None, "volume": None}
     assert created == {
         "job_id": "j1", "at": 77, "name": "job", "owner": "team-test", "type": "BATCH",
         "respool": "/default", "labels": {}, "instance_count": 3, "priority": 4,
         "preemptible": True, "revocable": False, "gang_size": 1, "placement_strategy": "PACK",
         "default_task": spec,
         "instance_tasks": {"2": {**spec, "resources": {**spec["resources"], "cpu": 1.5}}},
+        "max_unavailable": None,
     }
     default_codec().encode("JobCreated", created)  # matches its schema
 
@@ -159,8 +160,28 @@ BAD_FIELDS = [
     ("job id too long", _set("job_id", "j" * 129),
      ["job_id: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"]),
     ("name empty", _set("name", " "), ["name: must not be empty"]),
-    ("service job", _set("type", "SERVICE"),
-     ["type: SERVICE jobs are not supported yet (supported: BATCH)"]),
+    ("unknown job type", _set("type", "CRON"),
+     ["type: must be one of BATCH, SERVICE, STATEFUL, DAEMON, got CRON"]),
+    ("service gang", lambda sub: (_set("type", "SERVICE")(sub),
+                                  _set("sla.minimum_running_instances", 2)(sub)),
+     ["sla.minimumRunningInstances: SERVICE, STATEFUL and DAEMON jobs are not gang "
+      "scheduled and take no running-instance bounds"]),
+    ("daemon with instanceCount", _set("type", "DAEMON"),
+     ["instanceCount: a DAEMON job runs one instance on every matching host; do not set "
+      "it (got 3)"]),
+    ("stateful without volume", _set("type", "STATEFUL"),
+     ["defaultConfig.volume: a STATEFUL job needs a volume {containerPath: ...} on every "
+      "task"]),
+    ("batch with a volume", _set("default_config.volume", "/data"),
+     ["defaultConfig.volume: only SERVICE and STATEFUL jobs keep a volume (use type: "
+      "STATEFUL)"]),
+    ("batch with a health check", _set("default_config.health_check_json", json.dumps(
+        {"type": "COMMAND", "commandCheck": {"command": "true"}})),
+     ["defaultConfig.healthCheck: only SERVICE, STATEFUL and DAEMON tasks take a health "
+      "check (a batch task's exit is its result)"]),
+    ("maximumUnavailable above instanceCount",
+     _set("sla.maximum_unavailable_instances", 4),
+     ["sla.maximumUnavailableInstances: must be 0..instanceCount (3), got 4"]),
     ("no instances", _set("instance_count", 0), ["instanceCount: must be 1..100000, got 0"]),
     ("too many instances", _set("instance_count", MAX_INSTANCES + 1),
      ["instanceCount: must be 1..100000, got 100001"]),
@@ -294,3 +315,45 @@ def test_a_non_finite_gpu_limit_is_a_problem_not_a_crash(value: float) -> None:
     sub = good(1)
     sub["default_config"]["gpu_limit"] = value
     assert problems_of(sub) == [f"defaultConfig.resource.gpuLimit: must be >= 0 (got {value})"]
+
+
+def _service(kind: str = "SERVICE", **task: Any) -> Body:
+    sub = good(2)
+    sub["type"] = kind
+    sub["sla"]["maximum_unavailable_instances"] = 1
+    sub["default_config"].update(task)
+    return sub
+
+
+def test_a_service_keeps_its_health_check_and_budget() -> None:
+    check = json.dumps({"type": "HTTP", "httpCheck": {"path": "/health", "port": "http"},
+                        "intervalSecs": 2})
+    created, problems = validate_submission(_service(health_check_json=check), None, None, 9)
+    assert problems == [] and created is not None
+    assert created["type"] == "SERVICE" and created["max_unavailable"] == 1
+    stored = json.loads(created["default_task"]["health_check_json"])
+    assert stored["httpCheck"] == {"path": "/health", "port": "http"}
+    assert stored["intervalSecs"] == 2 and stored["maxConsecutiveFailures"] == 3  # default
+    default_codec().encode("JobCreated", created)
+
+
+@pytest.mark.parametrize("kind", ["SERVICE", "STATEFUL"])
+def test_a_service_with_a_volume_is_stateful(kind: str) -> None:
+    created, problems = validate_submission(_service(kind, volume="/data"), None, None, 9)
+    assert problems == [] and created is not None
+    assert created["type"] == "STATEFUL"
+    assert created["default_task"]["volume"] == "/data"
+
+
+def test_a_daemon_starts_with_no_instances() -> None:
+    sub = _service("DAEMON")
+    sub["instance_count"] = 0
+    created, problems = validate_submission(sub, None, None, 9)
+    assert problems == [] and created is not None
+    assert created["type"] == "DAEMON" and created["instance_count"] == 0
+
+
+def test_a_bad_health_check_is_named_by_its_field() -> None:
+    bad = json.dumps({"type": "HTTP", "httpCheck": {"path": "health", "port": 80}})
+    assert problems_of(_service(health_check_json=bad)) == [
+        "defaultConfig.healthCheck.httpCheck.path: must start with /"]

@@ -90,17 +90,68 @@ def task_state_changed(
     """One change per (instance, state)."""
     return {"job_id": job_id, "at": at, "changes": [
         {"instance": i, "run": run, "state": s, "previous_state": previous, "reason": "",
-         "host": host, "exit_code": None, "failures": 0, "not_before_ms": None, "round": -1}
+         "host": host, "exit_code": None, "failures": 0, "not_before_ms": None, "round": -1,
+         "pinned_host": None, "config_version": 1}
         for i, s in changes]}
+
+
+def task_health_changed(job_id: str, *changes: tuple[int, str], run: int = 1,
+                        at: int = 0) -> Body:
+    """One entry per (instance, health)."""
+    return {"job_id": job_id, "at": at, "changes": [
+        {"instance": i, "run": run, "health": h, "reason": ""} for i, h in changes]}
+
+
+def host_drain_progressed(host: str, *waiting: str, at: int = 0) -> Body:
+    return {"host": host, "at": at, "reason": f"host {host} is not drained yet: "
+            + "; ".join(waiting), "waiting": list(waiting), "moved": ["etl/0: batch"]}
+
+
+def job_spec_changed(job_id: str, version: int = 2, instances: int = 3,
+                     update_id: str = "u1", at: int = 0) -> Body:
+    """The JobCreated body of a changed config, with its version (an update's)."""
+    return {**job_created(job_id, instances, at=at), "version": version,
+            "update_id": update_id}
+
+
+def job_update_requested(job_id: str, update_id: str = "u1", instances: int = 3,
+                         at: int = 0, **settings: Any) -> Body:
+    base = {"batch_size": 1, "max_unavailable": None, "max_instance_retries": 0,
+            "max_tolerable_instance_failures": 0, "rollback_on_failure": False,
+            "start_paused": False, "canary": 0}
+    return {"job_id": job_id, "update_id": update_id, "at": at, "requested_by": "tester",
+            "config": job_submitted(job_id, instances, at=at), "settings": {**base, **settings},
+            "instances": []}
+
+
+def update_command_requested(job_id: str, command: str = "pause", update_id: str = "u1",
+                             at: int = 0) -> Body:
+    return {"job_id": job_id, "update_id": update_id, "at": at, "command": command,
+            "requested_by": "tester"}
+
+
+def update_state_changed(job_id: str, state: str = "ROLLING_FORWARD", update_id: str = "u1",
+                         at: int = 0) -> Body:
+    return {"job_id": job_id, "update_id": update_id, "at": at, "request_at": 0,
+            "state": state, "previous_state": "INITIALIZED",
+            "reason": "rolling forward to version 2 (3 instance(s)); now: replace instance 0",
+            "from_version": 1, "to_version": 2, "done": [], "failed": [], "in_flight": [0],
+            "record_json": "{}"}
+
+
+def job_update_rejected(job_id: str, update_id: str = "u2", at: int = 0) -> Body:
+    return {"job_id": job_id, "update_id": update_id, "at": at, "request_at": at,
+            "command": "update", "reasons": [f"update: job {job_id} already has update u1"]}
 
 
 # ---------------------------------------------------------------------------- resmgr
 
 
 def tasks_admitted(job_id: str, *instances: int, run: int = 1, pool: str = "/default",
-                   at: int = 0) -> Body:
+                   at: int = 0, pinned_host: str | None = None) -> Body:
     return {"at": at, "pool": pool,
-            "tasks": [{"job_id": job_id, "instance": i, "run": run} for i in instances]}
+            "tasks": [{"job_id": job_id, "instance": i, "run": run, "pinned_host": pinned_host,
+                       "config_version": 1} for i in instances]}
 
 
 def tasks_preempted(job_id: str, *instances: int, run: int = 1, pool: str = "/default",
@@ -128,7 +179,7 @@ def placement(
 ) -> Body:
     return {"job_id": job_id, "instance": instance, "run": run, "host": host,
             "incarnation": incarnation, "resources": _res(cpu, mem),
-            "ports": dict(ports or {})}
+            "ports": dict(ports or {}), "config_version": 1}
 
 
 def placement_made(*placements: Body, round_: int = 1, at: int = 0) -> Body:
@@ -172,11 +223,34 @@ def host_lost(host: str, *, incarnation: str = INCARNATION, reason: str = "gone"
             "runs": list(runs)}
 
 
+def host_maintenance_requested(host: str, command: str = "start_maintenance", *,
+                               deadline_ms: int | None = None, requested_by: str = "",
+                               at: int = 0) -> Body:
+    return {"host": host, "command": command, "deadline_ms": deadline_ms,
+            "requested_by": requested_by, "at": at}
+
+
+def host_state_changed(host: str, state: str = "DRAINING", previous: str = "UP", *,
+                       present: bool = True, labels: Mapping[str, str] | None = None,
+                       reason: str = "", deadline_ms: int | None = None, request: str = "",
+                       at: int = 0) -> Body:
+    return {"host": host, "at": at, "state": state, "previous_state": previous,
+            "present": present, "labels": dict(labels or {}), "reason": reason,
+            "deadline_ms": deadline_ms, "request": request}
+
+
+def host_maintenance_rejected(host: str, command: str = "complete_maintenance", *,
+                              reason: str = "the host is UP: it is not in maintenance",
+                              request: str = "", at: int = 0) -> Body:
+    return {"host": host, "at": at, "command": command, "reason": reason, "request": request}
+
+
 def launch(job_id: str, instance: int, *, run: int = 1, cpu: float = 1.0, mem: float = 64.0,
            ports: Mapping[str, int] | None = None, round_: int = 1) -> Body:
     return {"job_id": job_id, "instance": instance, "run": run, "command": "echo hi",
             "env": {}, "resources": _res(cpu, mem), "ports": dict(ports or {}),
-            "kill_grace_period_s": 10.0, "round": round_}
+            "kill_grace_period_s": 10.0, "round": round_, "health_check_json": None,
+            "volume": None, "config_version": 1}
 
 
 def launch_requested(host: str, *launches: Body, incarnation: str = INCARNATION,
@@ -187,12 +261,12 @@ def launch_requested(host: str, *launches: Body, incarnation: str = INCARNATION,
 def agent_status(
     host: str, job_id: str, instance: int, state: str, *, run: int = 1,
     exit_code: int | None = None, message: str = "", incarnation: str = INCARNATION,
-    at: int = 0,
+    at: int = 0, health: str = "",
 ) -> Body:
     """TaskStatusReported with one status."""
     return {"host": host, "incarnation": incarnation, "at": at, "statuses": [
         {"job_id": job_id, "instance": instance, "run": run, "state": state,
-         "exit_code": exit_code, "message": message, "sandbox": ""}]}
+         "exit_code": exit_code, "message": message, "sandbox": "", "health": health}]}
 
 
 def offer(
@@ -201,14 +275,14 @@ def offer(
     available: bool = True, used_ports: Iterable[int] = (), ports: tuple[int, int] = PORTS,
     labels: Mapping[str, str] | None = None, slack_cpu: float = 0.0, slack_mem: float = 0.0,
 ) -> Body:
-    """One host's offer (an item of OfferReceived.offers; `slack` since v2)."""
+    """One host's offer (an item of OfferReceived.offers; `slack` since v2, `holds` v3)."""
     return {"host": host, "incarnation": incarnation, "capacity": _res(cpu, mem),
             "free": _res(cpu if free_cpu is None else free_cpu,
                          mem if free_mem is None else free_mem),
             "labels": dict(labels or {}), "generation": generation, "available": available,
             "port_range_begin": ports[0], "port_range_end": ports[1],
             "used_ports": sorted(used_ports), "task_label_counts": {},
-            "slack": _res(slack_cpu, slack_mem)}
+            "slack": _res(slack_cpu, slack_mem), "holds": []}
 
 
 def offer_received(*offers: Body, at: int = 0) -> Body:

@@ -13,7 +13,8 @@ from peloton.bus.codec import default_codec
 from peloton.jobmgr.domain.validation import validate_submission
 from peloton.model.jobfile import JobFileError, job_document_to_submitted, parse_job_file
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "jobs").glob("*.yaml"))
+EXAMPLES = sorted(p for d in ("jobs", "updates")
+                  for p in (Path(__file__).resolve().parents[2] / "examples" / d).glob("*.yaml"))
 POOLS = {"/", "/default", "/team", "/team/batch"}
 LEAVES = {"/default", "/team/batch"}
 
@@ -101,7 +102,8 @@ def test_a_peloton_job_file_becomes_a_job_submitted_body() -> None:
         "description": "extract, transform, load", "type": "BATCH",
         "labels": {"team": "data", "tier": "2"}, "instance_count": 4, "respool": "/team/batch",
         "sla": {"priority": 3, "preemptible": True, "revocable": False,
-                "minimum_running_instances": 2, "maximum_running_instances": 4},
+                "minimum_running_instances": 2, "maximum_running_instances": 4,
+                    "maximum_unavailable_instances": None},
         "placement_strategy": "SPREAD_JOB",
     }
     assert json.loads(default.pop("constraint_json")) == {
@@ -114,6 +116,7 @@ def test_a_peloton_job_file_becomes_a_job_submitted_body() -> None:
         "env": {"MODE": "full", "RETRIES": "3"}, "max_failures": 3,
         "labels": {"component": "etl"}, "ports": ["metrics:PORT_METRICS", "http:HTTP_PORT"],
         "kill_grace_period_s": 30.0, "controller": None, "revocable": None,
+        "health_check_json": None, "volume": None,
     }
     override = sub["instance_config"]["3"]
     assert override["cpu_limit"] == 4.0 and override["command"] == "./etl --shard 3 --big"
@@ -178,7 +181,8 @@ def test_omitted_fields_get_peloton_defaults() -> None:
     assert sub["respool"] == "/default" and sub["type"] == "BATCH"
     assert sub["instance_count"] == 0 and sub["sla"] == {
         "priority": 0, "preemptible": True, "revocable": False,
-        "minimum_running_instances": 1, "maximum_running_instances": 0}
+        "minimum_running_instances": 1, "maximum_running_instances": 0,
+        "maximum_unavailable_instances": None}
     assert set(sub["default_config"].values()) == {None}
 
 
@@ -359,3 +363,43 @@ def test_controller_and_task_level_revocable_reach_job_created() -> None:
     assert (tasks["2"]["controller"], tasks["2"]["revocable"]) == (False, True)
     assert (created["default_task"]["controller"], created["default_task"]["revocable"]) == (
         False, False)
+
+
+SERVICE_FILE = """\
+name: web
+type: SERVICE
+instanceCount: 3
+sla: {maximumUnavailableInstances: 1}
+defaultConfig:
+  resource: {cpuLimit: 0.5}
+  command: {value: ./serve}
+  ports: [{name: http}]
+  healthCheck:
+    type: HTTP
+    httpGet: {path: /healthz, port: http}
+    initialIntervalSecs: 2
+  volume: {containerPath: /data, sizeMB: 100}
+"""
+
+
+def test_a_service_file_keeps_its_health_check_volume_and_budget() -> None:
+    sub = parse(SERVICE_FILE)
+    assert sub["type"] == "SERVICE"
+    assert sub["sla"]["maximum_unavailable_instances"] == 1
+    cfg = sub["default_config"]
+    assert cfg["volume"] == "/data"
+    assert json.loads(cfg["health_check_json"]) == {
+        "type": "HTTP", "httpCheck": {"path": "/healthz", "port": "http"},
+        "initialIntervalSecs": 2, "intervalSecs": 10, "maxConsecutiveFailures": 3,
+        "timeoutSecs": 20}
+
+
+def test_service_file_problems_are_all_reported() -> None:
+    bad = SERVICE_FILE.replace("path: /healthz", "path: healthz").replace(
+        "containerPath: /data", "sizeMB: x, containerPath: ''").replace(", sizeMB: 100", "")
+    with pytest.raises(JobFileError) as err:
+        parse(bad)
+    assert err.value.problems == [
+        "defaultConfig.healthCheck.httpGet.path: must start with /",
+        "defaultConfig.volume.sizeMB: must be a number, got 'x'",
+        "defaultConfig.volume.containerPath: must name the path the task sees"]

@@ -41,7 +41,7 @@ def fact(data: st.DataObject, now: int, placed: list[Body]) -> tuple[str, Body] 
     """One fact the placement service might read next (None: a tick)."""
     draw = data.draw
     kind = draw(st.sampled_from(["offer", "job", "admit", "admit", "tick", "tick", "launch",
-                                 "reject", "end", "done"]))
+                                 "reject", "end", "done", "update"]))
     if kind == "offer":
         cpu = draw(st.sampled_from([2.0, 4.0]))
         return "OfferReceived", offer_received(offer(
@@ -52,12 +52,22 @@ def fact(data: st.DataObject, now: int, placed: list[Body]) -> tuple[str, Body] 
     if kind == "job":
         job = draw(st.sampled_from(sorted(JOBS)))
         return "JobCreated", job_created(job, at=now, **JOBS[job])
+    if kind == "update":  # a later config version (rolling update): other resources
+        job = draw(st.sampled_from(sorted(JOBS)))
+        version = draw(st.sampled_from([2, 3]))
+        return "JobSpecChanged", {**job_created(job, at=now, **{**JOBS[job], "cpu": version}),
+                                  "version": version, "update_id": f"u{version}"}
     if kind == "admit":
         job = draw(st.sampled_from(sorted(JOBS)))
         n = JOBS[job]["instances"]
-        return "TasksAdmitted", tasks_admitted(job, *draw(st.lists(
+        body = tasks_admitted(job, *draw(st.lists(
             st.integers(0, n - 1), min_size=1, max_size=n, unique=True)),
-            run=draw(st.sampled_from([1, 1, 2])), at=now)
+            run=draw(st.sampled_from([1, 1, 2])), at=now,
+            pinned_host=draw(st.sampled_from([None, None, *HOSTS, "h9"])))
+        version = draw(st.sampled_from([1, 1, 2, 3]))
+        for t in body["tasks"]:
+            t["config_version"] = version
+        return "TasksAdmitted", body
     if kind == "done":
         return "JobStateChanged", job_state_changed(
             draw(st.sampled_from(sorted(JOBS))), draw(st.sampled_from(["SUCCEEDED", "RUNNING"])),

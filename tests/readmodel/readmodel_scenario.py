@@ -98,6 +98,12 @@ def cluster(bus: Bus, book: JobBook, t: int = 1_000) -> None:
         "task_label_counts": {}}]})
     bus.add("HostLost", "h2", {"host": "h2", "incarnation": "h2-inc1", "at": t + 200,
                                "reason": "no heartbeat for 10s", "runs": []})
+    bus.add("HostStateChanged", "h1", {
+        "host": "h1", "at": t + 210, "state": "UP", "previous_state": "UP", "present": True,
+        "labels": {"zone": "a"}, "reason": "registered", "deadline_ms": None, "request": ""})
+    bus.add("HostMaintenanceRejected", "h2", {
+        "host": "h2", "at": t + 220, "command": "complete_maintenance",
+        "reason": "the host is UP: it is not in maintenance", "request": ""})
 
 
 def submit(bus: Bus, book: JobBook, job_id: str, n: int = 2, t: int = 2_000,
@@ -160,9 +166,71 @@ def _feed(bus: Bus, book: JobBook, etype: str, key: str, body: dict[str, Any],
     bus.add_events(book.handle(etype, body, now))
 
 
+SERVICE_YAML = """\
+name: web
+owner: team-a
+type: SERVICE
+instanceCount: 1
+respool: /prod/batch
+defaultConfig:
+  resource: {cpuLimit: 1, memLimitMb: 128}
+  command: {value: "./serve"}
+  healthCheck: {type: COMMAND, commandCheck: {command: "true"}}
+"""
+
+
+def service_job(bus: Bus, book: JobBook, t: int = 9_000) -> None:
+    """job-svc: one SERVICE instance running on h1 and passing its health check; then
+    an empty host h3 starts a drain (the job manager reports its progress)."""
+    sub = parse_job_file(SERVICE_YAML, "job-svc", t)
+    _feed(bus, book, "JobSubmitted", "job-svc", sub, t + 1)
+    x = {"job_id": "job-svc", "instance": 0, "run": 1}
+    _feed(bus, book, "TasksAdmitted", "/prod/batch",
+          {"at": t + 10, "pool": "/prod/batch", "tasks": [x]}, t + 10)
+    _feed(bus, book, "PlacementMade", "round-9", {"at": t + 20, "round": 9, "placements": [
+        {**x, "host": "h1", "incarnation": "h1-inc1", "resources": res(1, 128),
+         "ports": {}}]}, t + 20)
+    for health in ("PENDING", "HEALTHY"):
+        _feed(bus, book, "TaskStatusReported", "h1", {
+            "host": "h1", "incarnation": "h1-inc1", "at": t + 30, "statuses": [
+                {**x, "state": "RUNNING", "exit_code": None, "message": "running",
+                 "sandbox": "/sandbox/job-svc-0-1", "health": health}]}, t + 30)
+    _feed(bus, book, "HostStateChanged", "h3", {
+        "host": "h3", "at": t + 40, "state": "DRAINING", "previous_state": "UP",
+        "present": True, "labels": {}, "reason": "maintenance", "deadline_ms": None,
+        "request": ""}, t + 40)
+
+
+def update_request(job_id: str, update_id: str, at: int, yaml_text: str = SERVICE_YAML,
+                   **settings: Any) -> dict[str, Any]:
+    """A JobUpdateRequested body (the API's shape: a JobSubmitted config, snake_case
+    settings)."""
+    return {"job_id": job_id, "update_id": update_id, "at": at, "requested_by": "ops",
+            "config": parse_job_file(yaml_text, job_id, at), "settings": {
+                "batch_size": 0, "max_unavailable": None, "max_instance_retries": 0,
+                "max_tolerable_instance_failures": 0, "rollback_on_failure": False,
+                "start_paused": False, "canary": 0, **settings}}
+
+
+def update_service(bus: Bus, book: JobBook, t: int = 9_500) -> None:
+    """job-svc's updates, none of which touches its task: u-bad (a changed pool:
+    rejected), u-1 (to version 2, started paused, then aborted; a resume after that is
+    refused)."""
+    bad = update_request("job-svc", "u-bad", t, SERVICE_YAML.replace("/prod/batch", "/dev"))
+    _feed(bus, book, "JobUpdateRequested", "job-svc", bad, t + 1)
+    v2 = update_request("job-svc", "u-1", t + 10, SERVICE_YAML.replace("./serve", "./serve2"),
+                        start_paused=True, batch_size=1)
+    _feed(bus, book, "JobUpdateRequested", "job-svc", v2, t + 11)
+    for i, command in enumerate(("abort", "resume")):
+        _feed(bus, book, "UpdateCommandRequested", "job-svc", {
+            "job_id": "job-svc", "update_id": "u-1", "at": t + 20 + i, "command": command,
+            "requested_by": "ops"}, t + 21 + i)
+
+
 def full_scenario() -> Bus:
     """A cluster, job-ok (2 tasks, succeeds), job-bad (instance 1 fails twice: FAILED),
-    job-wait (submitted, waiting for admission), job-rej (rejected), a dead letter."""
+    job-wait (submitted, waiting for admission), job-rej (rejected), a dead letter,
+    job-svc (a SERVICE job, see `service_job`) and its updates (`update_service`)."""
     bus, book = Bus(), JobBook()
     cluster(bus, book)
     submit(bus, book, "job-ok", 2, t=2_000, name="ok")
@@ -180,6 +248,8 @@ def full_scenario() -> Bus:
         "at": 8_000, "service": "jobmgr", "source_topic": "job-submitted", "partition": 2,
         "offset": 41, "reason": "not Avro single-object encoding (missing C3 01 marker)",
         "key": b"junk", "value": b"garbage"})
+    service_job(bus, book)
+    update_service(bus, book)
     pools(bus)
     return bus
 

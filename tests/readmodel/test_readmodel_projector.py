@@ -14,7 +14,9 @@ from peloton.jobmgr.domain.book import JobBook
 from peloton.readmodel.projector import COLUMNS, SourcePos, project, version
 
 # events whose effect the read model shows through the job manager's TaskStateChanged
-NOT_SHOWN = {"PlacementMade", "PlacementRejected", "TaskLaunchRequested", "TaskKillRequested"}
+NOT_SHOWN = {"PlacementMade", "PlacementRejected", "TaskLaunchRequested", "TaskKillRequested",
+             "HostMaintenanceRequested",  # its outcome: HostStateChanged or ...Rejected
+             "UpdateCommandRequested"}  # its outcome: UpdateStateChanged or JobUpdateRejected
 SRC = SourcePos("job-events", 2, 40)
 
 

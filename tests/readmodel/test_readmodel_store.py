@@ -31,7 +31,7 @@ def test_round_trip_of_a_whole_scenario(store: Store) -> None:
     store.insert(full_scenario().rows())
     states = {j["job_id"]: j["state"] for j in store.list_jobs()}
     assert states == {"job-ok": "SUCCEEDED", "job-bad": "FAILED", "job-wait": "PENDING",
-                      "job-rej": "REJECTED"}
+                      "job-rej": "REJECTED", "job-svc": "RUNNING"}
     ok = store.get_job("job-ok")
     assert ok is not None
     assert (ok["name"], ok["owner"], ok["respool"], ok["instance_count"], ok["priority"]) == (
@@ -57,6 +57,9 @@ def test_tasks_show_latest_state_sandbox_and_history(store: Store) -> None:
     assert [h["run"] for h in t1["history"]] == [1] * 6 + [2] * 6
     assert store.task("job-bad", 1) == t1
     assert store.task("job-bad", 7) is None
+    assert t1["health"] is None  # a batch task has no health check
+    (svc,) = store.tasks_of_job("job-svc")
+    assert (svc["state"], svc["health"]) == ("RUNNING", "HEALTHY")
     assert store.run_host("job-bad", 1, 1) == "h1"
     assert store.run_host("job-wait", 0, 1) is None
 

@@ -55,7 +55,22 @@ def signature(ledger: Ledger) -> dict[str, Any]:
         "allocation": _sum(e.resources for e in ledger.holding.values()),
         "demand": _sum(e.resources for e in ledger.pending.values()),
         "jobs": sorted(ledger.jobs),
+        "pins": sorted((k, e.run, e.pinned_host) for k, e in ledger.tasks.items()),
     }
+
+
+def pin_of(job_id: str, instance: int, run: int) -> str | None:
+    """The host a run of the property's logs is pinned to (some runs are unpinned)."""
+    return None if (instance + run + int(job_id[1:])) % 3 == 0 else f"h{(instance + run) % 2}"
+
+
+def pinned(body: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """The body with each PENDING change (and admitted task) carrying its run's pin."""
+    for item in body.get("changes", body.get("tasks", [])):
+        if item.get("state", "PENDING") == "PENDING":
+            item["pinned_host"] = pin_of(item.get("job_id", job_id), item["instance"],
+                                         item["run"])
+    return body
 
 
 def _sum(items: Iterator[Resources]) -> dict[str, float]:
@@ -198,8 +213,9 @@ def logs(draw: st.DrawFn) -> list[Fact]:
         n = draw(st.integers(1, 3))
         facts.append((f"jobs/{job_id}", "JobCreated",
                        job_created(job_id, n, cpu=draw(st.sampled_from([0.5, 1.0, 2.0])))))
-        facts.append((f"jobs/{job_id}", "TaskStateChanged", task_state_changed(
-            job_id, *((i, "PENDING") for i in range(n)), previous="INITIALIZED", at=at)))
+        facts.append((f"jobs/{job_id}", "TaskStateChanged", pinned(task_state_changed(
+            job_id, *((i, "PENDING") for i in range(n)), previous="INITIALIZED", at=at),
+            job_id)))
         for i in range(n):
             runs[(job_id, i)] = [1, "pending"]
     for _ in range(draw(st.integers(0, 25))):
@@ -219,8 +235,8 @@ def logs(draw: st.DrawFn) -> list[Fact]:
                    "preempted": ["kill"]}[phase]
         action = draw(st.sampled_from(options))
         if action == "admit":
-            facts.append(("admitted", "TasksAdmitted", tasks_admitted(job_id, i, run=run,
-                                                                      at=at)))
+            facts.append(("admitted", "TasksAdmitted", tasks_admitted(
+                job_id, i, run=run, at=at, pinned_host=pin_of(job_id, i, run))))
             runs[(job_id, i)][1] = "admitted"
         elif action == "ready":
             facts.append((part, "TaskStateChanged", change(job_id, i, "READY", run=run,
@@ -250,8 +266,8 @@ def logs(draw: st.DrawFn) -> list[Fact]:
         else:  # fail or kill: the run ends, a new run is PENDING in the same batch
             body = task_state_changed(job_id, (i, "KILLED" if action == "kill" else "FAILED"),
                                       run=run, previous="RUNNING", at=at)
-            body["changes"] += task_state_changed(job_id, (i, "PENDING"), run=run + 1,
-                                                  previous="FAILED", at=at)["changes"]
+            body["changes"] += pinned(task_state_changed(
+                job_id, (i, "PENDING"), run=run + 1, previous="FAILED", at=at), job_id)["changes"]
             facts.append((part, "TaskStateChanged", body))
             runs[(job_id, i)] = [run + 1, "pending"]
         if all(v[1] == "done" for k, v in runs.items() if k[0] == job_id):

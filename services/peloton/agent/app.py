@@ -7,6 +7,16 @@ current incarnation, so a restarted agent never runs what was meant for its prev
 TaskStatusReported per tick; a heartbeat (HostStatusReported) lists the runs still alive.
 Log files are served over HTTP at /logs/{run_id}/{stream} on the agent's web port.
 
+Health checks and volumes. A launch with `health_check_json` is watched by a `HealthBook`
+(`peloton.agent.domain.healthbook`, pure): every status of the run from RUNNING on carries
+its health (PENDING until a check passes, then HEALTHY, or UNHEALTHY), and each change of
+health is one more status, state RUNNING, in the same batched report. `tick` starts the
+checks that are due (the runner runs them, `runner.probe`, off the lock); a result is
+folded as it arrives, at the tick time the check started plus its duration. An UNHEALTHY
+run is stopped with its kill grace period and ends FAILED ("health check failed: <n>
+checks in a row (<last error>)"). Runs without a check report health "". A launch with a
+`volume` gets its instance's persistent directory (`peloton.agent.volumes`).
+
 Bounded state and idempotency: the runs the agent knows live in a `RunBook`
 (`peloton.agent.domain.runbook`, pure). A run ended and reported leaves it (and the runner's
 memory) `retention_s` after its report reached the log; a launch redelivered after that is
@@ -23,16 +33,25 @@ heartbeat) are sent again at the next tick, never lost.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peloton.agent.domain.healthbook import HealthBook, Probe
 from peloton.agent.domain.runbook import KillAction, RunBook
 from peloton.agent.errors import AgentError
-from peloton.agent.runner import ProcessRunner, SimulatedRunner, TaskRunner, TaskStatus
+from peloton.agent.runner import (
+    ProbeResult,
+    ProcessRunner,
+    SimulatedRunner,
+    TaskRunner,
+    TaskStatus,
+)
 from peloton.agent.status import TERMINAL_STATES, RunState
 from peloton.model.event import Event
+from peloton.model.health import HealthCheck
 from peloton.model.ids import parse_run_id, run_id
 from peloton.model.resources import Resources
 
@@ -41,6 +60,7 @@ __all__ = ["AgentConfig", "AgentCore"]
 log = logging.getLogger(__name__)
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
+DEFAULT_GRACE_S = 10.0  # a launch record without kill_grace_period_s (tests, old tools)
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,7 @@ class AgentCore:
                 config.sandbox_root / config.host, on_status=self._observe
             )
         self.book = RunBook(round(config.retention_s * 1000))
+        self.health = HealthBook()
         self._pending: list[dict[str, Any]] = []  # statuses for the next report
         self._sent: list[dict[str, Any]] = []  # statuses of the last call, not yet confirmed
         self._register_due = False  # the registration was discarded: send it again
@@ -92,7 +113,7 @@ class AgentCore:
             for launch in body["launches"]:
                 rid = run_id(launch["job_id"], launch["instance"], launch["run"])
                 if self.book.admit_launch(rid, at):
-                    self._spawn(self._launch(rid, launch["command"], launch["env"]))
+                    self._start(rid, launch)
         elif etype == "TaskKillRequested":
             at = int(body["at"])
             for kill in body["kills"]:
@@ -127,14 +148,52 @@ class AgentCore:
         """The runner's report of one run (called synchronously by the runner)."""
         if status.state in TERMINAL_STATES:
             self.book.ended(status.run_id)
+            health = self.health.ended(status.run_id)
+        elif status.state is RunState.RUNNING:
+            health = self.health.running(status.run_id, status.sandbox)
+        else:
+            health = self.health.health(status.run_id)
         self._pending.append(_status(status.run_id, status.state.value, status.exit_code,
-                                     status.message, status.sandbox))
+                                     status.message, status.sandbox, health))
 
-    async def _launch(self, rid: str, command: str, env: dict[str, str]) -> None:
+    def _start(self, rid: str, launch: dict[str, Any]) -> None:
+        raw_check = launch.get("health_check_json")
+        if raw_check is not None:
+            try:
+                check = HealthCheck.from_body(json.loads(raw_check))
+            except ValueError as exc:  # the job manager validated it: a bug upstream
+                self._observe(TaskStatus(rid, RunState.FAILED, None,
+                                         f"launch refused: invalid health check: {exc}", ""))
+                return
+            grace = launch.get("kill_grace_period_s")
+            self.health.watch(rid, check, launch.get("ports") or {},
+                              DEFAULT_GRACE_S if grace is None else float(grace))
+        self._spawn(self._launch(rid, launch["command"], launch["env"], launch.get("volume")))
+
+    async def _launch(self, rid: str, command: str, env: dict[str, str],
+                      volume: str | None) -> None:
         try:
-            await self.runner.launch(rid, command, env)
+            await self.runner.launch(rid, command, env, volume=volume)
         except (AgentError, OSError) as exc:  # not started: say so, or it waits forever
             self._observe(TaskStatus(rid, RunState.FAILED, None, f"launch refused: {exc}", ""))
+
+    async def _probe(self, probe: Probe) -> None:
+        """Run one health check and fold its result (see the module doc)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            result = await self.runner.probe(probe.rid, probe.check, probe.port)
+        except (AgentError, OSError) as exc:
+            result = ProbeResult(False, f"the check could not run: {exc}")
+        elapsed_ms = max(0, round((loop.time() - started) * 1000))
+        change = self.health.record(probe.rid, result.passed, elapsed_ms, result.error,
+                                    probe.at_ms + elapsed_ms)
+        if change is None:
+            return
+        self._pending.append(_status(probe.rid, RunState.RUNNING.value, None, change.message,
+                                     change.sandbox, change.health.value))
+        if change.fail:
+            await self.runner.fail(probe.rid, change.grace_s, change.message)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -150,6 +209,8 @@ class AgentCore:
         self._confirm(now)
         for rid in self.book.expire(now):
             self.runner.forget(rid)
+        for probe in self.health.due(now):
+            self._spawn(self._probe(probe))
         events: list[Event] = []
         if self._register_due:
             self._register_due = False
@@ -218,7 +279,8 @@ class AgentCore:
 
 
 def _status(
-    rid: str, state: str, exit_code: int | None, message: str, sandbox: str = ""
+    rid: str, state: str, exit_code: int | None, message: str, sandbox: str = "",
+    health: str = "",
 ) -> dict[str, Any]:
     job_id, instance, run = parse_run_id(rid)
     return {
@@ -229,4 +291,5 @@ def _status(
         "exit_code": exit_code,
         "message": message,
         "sandbox": sandbox,
+        "health": health,
     }

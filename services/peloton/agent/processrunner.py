@@ -5,6 +5,11 @@ Contract
   `stdout`/`stderr` there; stdin is /dev/null.
 - Environment: exactly `env`, plus PELOTON_RUN_ID and PELOTON_SANDBOX, plus the agent's
   PATH if `env` has none. Nothing else of the agent's environment leaks into tasks.
+- Volume: a launch with `volume` (a container path) also gets PELOTON_VOLUME, the
+  instance's persistent directory, and PELOTON_VOLUME_PATH (`peloton.agent.volumes`).
+- Health checks: probe() runs one check of a running run, a command in its sandbox with
+  its environment or an HTTP GET on 127.0.0.1 (`peloton.agent.probes`); fail() stops a
+  run as kill() does but reports it FAILED with the caller's message.
 - Isolation: each task leads its own session and process group (pgid == pid). It receives
   SIGKILL if the agent dies (PR_SET_PDEATHSIG), and the guardian (`guardian.py`) SIGKILLs
   its whole group then, so grandchildren do not survive either.
@@ -12,8 +17,9 @@ Contract
   (before the main process is reaped, so the pgid cannot have been recycled): a run is
   over when its main process is, as in a container.
 - Reports: STARTING (spawned, message "pid N"), RUNNING (exec confirmed), then SUCCEEDED
-  (exit 0), FAILED ("exit code 3", "killed by signal 9 (SIGKILL)") or KILLED (after a
-  kill() request). A spawn error is a single FAILED ("spawn failed: ...").
+  (exit 0), FAILED ("exit code 3", "killed by signal 9 (SIGKILL)"; after a fail()
+  request, its message) or KILLED (after a kill() request). A spawn error is a single
+  FAILED ("spawn failed: ...").
 - Idempotency: launch() of a run_id known to this runner, running or finished, is a no-op.
   After an agent restart on the same root, a sandbox that already exists means the run
   was launched by a previous incarnation. It is not run again; its outcome is reported
@@ -41,6 +47,7 @@ from pathlib import Path
 from peloton.agent import procutil
 from peloton.agent.errors import RunnerClosedError, UnknownRunError
 from peloton.agent.guardian import GroupGuardian
+from peloton.agent.probes import ProbeResult, command_probe, http_probe
 from peloton.agent.sandbox import ExitRecord, SandboxStore
 from peloton.agent.status import (
     LogStream,
@@ -50,6 +57,9 @@ from peloton.agent.status import (
     TaskStatus,
     advance,
 )
+from peloton.agent.volumes import VolumeStore, volume_env
+from peloton.model.health import HealthCheck, HealthCheckType
+from peloton.model.ids import parse_run_id
 
 __all__ = ["ProcessRunner"]
 
@@ -63,7 +73,9 @@ class _Run:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     state: RunState | None = None
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # what the task got (for checks)
     kill_requested: bool = False
+    fail_message: str | None = None  # stopped by fail(): report FAILED with this
     escalated: bool = False
 
 
@@ -83,6 +95,7 @@ class ProcessRunner:
         guard_groups: bool = True,
     ) -> None:
         self.sandboxes = SandboxStore(Path(sandbox_root))
+        self.volumes = VolumeStore(Path(sandbox_root))
         self._feed = StatusFeed(on_status)
         self._guardian = GroupGuardian() if guard_groups else None
         self._runs: dict[str, _Run] = {}
@@ -96,9 +109,11 @@ class ProcessRunner:
 
     # ---------------------------------------------------------------- public surface
 
-    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
+                     volume: str | None = None) -> None:
         """Start `command` for `run_id` (see module docstring); returns once it is RUNNING
-        or FAILED to spawn. Raises InvalidRunIdError, RunnerClosedError."""
+        or FAILED to spawn. `volume`: the container path of the instance's persistent
+        volume, if it has one. Raises InvalidRunIdError, RunnerClosedError."""
         sandbox = self.sandboxes.path_for(run_id)
         if run_id in self._runs:
             return
@@ -111,6 +126,9 @@ class ProcessRunner:
             return
         self.sandboxes.create(run_id)
         try:
+            if volume is not None:
+                job_id, instance, _ = parse_run_id(run_id)
+                env = {**env, **volume_env(self.volumes.ensure(job_id, instance), volume)}
             run.proc = self._spawn(run, command, env)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             self._finish(run, RunState.FAILED, None, f"spawn failed: {exc}")
@@ -126,9 +144,33 @@ class ProcessRunner:
     async def kill(self, run_id: str, grace_s: float) -> None:
         """SIGTERM the run's process group, SIGKILL it after `grace_s` if still alive, and
         return once it is gone (reported KILLED). No-op for unknown or finished runs."""
+        await self._stop(run_id, grace_s, None)
+
+    async def fail(self, run_id: str, grace_s: float, message: str) -> None:
+        """Stop the run as kill() does, but report it FAILED with `message` (the agent
+        found it unhealthy). No-op for unknown or finished runs."""
+        await self._stop(run_id, grace_s, message)
+
+    async def probe(self, run_id: str, check: HealthCheck, port: int) -> ProbeResult:
+        """Run one health check of a running run: its command in the run's sandbox with
+        the run's environment, or GET `check.http_path` on 127.0.0.1:`port`. A run that is
+        not running fails the check."""
+        run = self._runs.get(run_id)
+        if run is None or run.done.is_set() or run.proc is None:
+            return ProbeResult(False, "the run is not running")
+        if check.type is HealthCheckType.HTTP:
+            if port == 0 and check.http_port_name:
+                return ProbeResult(False, f"port {check.http_port_name!r} is not one of the "
+                                          "run's ports")
+            return await http_probe(port, check.http_path, check.timeout_secs)
+        return await command_probe(check.command, run.sandbox, run.env, check.timeout_secs)
+
+    async def _stop(self, run_id: str, grace_s: float, fail_message: str | None) -> None:
         run = self._runs.get(run_id)
         if run is None or run.done.is_set() or run.proc is None:
             return
+        if fail_message is not None and not run.kill_requested:
+            run.fail_message = fail_message
         pgid = run.proc.pid
         if not run.kill_requested:
             run.kill_requested = True
@@ -179,6 +221,7 @@ class ProcessRunner:
         if "PATH" not in env and "PATH" in os.environ:
             child_env["PATH"] = os.environ["PATH"]
         child_env.update(env)
+        run.env = child_env
         with open(run.sandbox / "stdout", "wb") as out, open(run.sandbox / "stderr", "wb") as err:
             return subprocess.Popen(
                 [SHELL, "-c", command],
@@ -219,7 +262,10 @@ class ProcessRunner:
         if self._guardian is not None:
             self._guardian.unregister(pgid)
         outcome = procutil.describe_exit(returncode)
-        if run.kill_requested:
+        if run.fail_message is not None:
+            self._finish(run, RunState.FAILED, procutil.exit_code_of(returncode),
+                         run.fail_message)
+        elif run.kill_requested:
             how = "SIGKILL after grace period" if run.escalated else "SIGTERM"
             self._finish(
                 run,

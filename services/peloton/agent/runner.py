@@ -13,6 +13,11 @@ agent restart; see `status.TRANSITIONS`) to an `on_status` callback, or to
 timestamps; the shell adds them. launch() is idempotent per run_id, kill() is a no-op for
 unknown/finished runs. forget() drops a finished run from memory (bounded state: the agent
 decides when, see `peloton.agent.domain.runbook`).
+
+Health checks and volumes: probe() runs one health check of a running run (the agent
+decides when, see `peloton.agent.domain.healthbook`); fail() stops a run as kill() does
+and reports it FAILED with the agent's reason. launch(volume=...) gives a stateful
+instance its persistent directory (`peloton.agent.volumes`).
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from peloton.agent.errors import (
     RunnerClosedError,
     UnknownRunError,
 )
+from peloton.agent.probes import ProbeResult
 from peloton.agent.processrunner import ProcessRunner
 from peloton.agent.simrunner import SimulatedRunner, sim_duration, sim_exit_code
 from peloton.agent.status import LogStream, RunState, StatusCallback, TaskStatus
+from peloton.model.health import HealthCheck
 
 __all__ = [
     "TaskRunner",
@@ -37,6 +44,7 @@ __all__ = [
     "sim_duration",
     "sim_exit_code",
     "TaskStatus",
+    "ProbeResult",
     "RunState",
     "LogStream",
     "StatusCallback",
@@ -50,12 +58,23 @@ __all__ = [
 class TaskRunner(Protocol):
     """What the agent shell needs from a runner. Use from a single event loop."""
 
-    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
-        """Start the run; no-op if run_id was already launched (running or finished)."""
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
+                     volume: str | None = None) -> None:
+        """Start the run; no-op if run_id was already launched (running or finished).
+        `volume`: the container path of the instance's persistent volume, if any."""
         ...
 
     async def kill(self, run_id: str, grace_s: float) -> None:
         """Stop the run (TERM, KILL after grace_s), report KILLED; no-op if not running."""
+        ...
+
+    async def fail(self, run_id: str, grace_s: float, message: str) -> None:
+        """Stop the run as kill() does but report FAILED with `message`; no-op if not
+        running."""
+        ...
+
+    async def probe(self, run_id: str, check: HealthCheck, port: int) -> ProbeResult:
+        """One health check of a running run (never raises for a failing check)."""
         ...
 
     def running(self) -> list[str]:

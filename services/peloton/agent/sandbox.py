@@ -2,9 +2,10 @@
 of how the run ended.
 
 A run_id must be a single safe path component: 1-200 characters from [A-Za-z0-9._:@+=-],
-not starting with '.' (so never '.' or '..'); anything else raises InvalidRunIdError
-before any filesystem access. The resolved path is checked once more to sit directly under
-the root, so a symlinked root cannot be escaped through the id either.
+not starting with '.' (so never '.' or '..'), and not "volumes" (the stateful instances'
+volumes live there, `peloton.agent.volumes`); anything else raises InvalidRunIdError
+before any filesystem access. The resolved path is checked once more to sit directly
+under the root, so a symlinked root cannot be escaped through the id either.
 
 The exit record (`.peloton-exit.json`) is written atomically when a run ends. It lets an
 agent restarted on the same root tell "finished earlier" from "lost when the previous agent
@@ -27,6 +28,7 @@ __all__ = ["SandboxStore", "ExitRecord", "validate_run_id", "LOG_STREAMS"]
 LOG_STREAMS: tuple[LogStream, ...] = ("stdout", "stderr")
 _RUN_ID = re.compile(r"[A-Za-z0-9_:@+=-][A-Za-z0-9._:@+=-]{0,199}")
 _EXIT_RECORD = ".peloton-exit.json"
+RESERVED_NAME = "volumes"  # stateful instances' volumes live there (peloton.agent.volumes)
 
 
 def validate_run_id(run_id: str) -> str:
@@ -35,6 +37,13 @@ def validate_run_id(run_id: str) -> str:
         raise InvalidRunIdError(
             f"invalid run_id {run_id!r}: need 1-200 of [A-Za-z0-9._:@+=-], not starting with '.'"
         )
+    return run_id
+
+
+def _sandbox_name(run_id: str) -> str:
+    validate_run_id(run_id)
+    if run_id == RESERVED_NAME:
+        raise InvalidRunIdError(f"run_id {run_id!r} is reserved for the volumes directory")
     return run_id
 
 
@@ -52,7 +61,7 @@ class SandboxStore:
         self.root = Path(root)
 
     def path_for(self, run_id: str) -> Path:
-        validate_run_id(run_id)
+        _sandbox_name(run_id)
         path = self.root / run_id
         if path.resolve().parent != self.root.resolve():
             raise InvalidRunIdError(f"run_id {run_id!r} escapes the sandbox root")

@@ -11,8 +11,12 @@ Default rules (`sim_duration`, `sim_exit_code`):
   `sleep N` in the command (N a non-negative number with an optional s/m/h/d suffix, as
   GNU sleep takes it), e.g. "echo a && sleep 2 && sleep 0.5" -> 2.5; else 0.1 s.
 - exit code: int(env PELOTON_SIM_EXIT_CODE), default 0.
-If either rule raises ValueError (a malformed variable) the run is reported FAILED
-("invalid simulation parameters: ...") and no timer is armed.
+- health: env PELOTON_SIM_HEALTH, "pass" (default) or "fail": what every health check of
+  the run returns (`probe()` answers at once; when checks are due is the agent's
+  business, on the same clock). fail() ends a running run as FAILED with its message.
+If a rule raises ValueError (a malformed variable) the run is reported FAILED
+("invalid simulation parameters: ...") and no timer is armed. A `volume` is accepted and
+ignored (a simulated run writes nothing).
 
 Scaling: all pending completions live in one heap ordered by (deadline, launch sequence)
 and a single loop timer is armed for the earliest one, so ties finish in launch order and
@@ -30,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from peloton.agent.errors import RunnerClosedError, UnknownRunError
+from peloton.agent.probes import ProbeResult
 from peloton.agent.sandbox import LOG_STREAMS, validate_run_id
 from peloton.agent.status import (
     LogStream,
@@ -39,8 +44,10 @@ from peloton.agent.status import (
     TaskStatus,
     advance,
 )
+from peloton.model.health import HealthCheck
 
-__all__ = ["SimulatedRunner", "sim_duration", "sim_exit_code", "DEFAULT_SIM_DURATION_S"]
+__all__ = ["SimulatedRunner", "sim_duration", "sim_exit_code", "sim_health",
+           "DEFAULT_SIM_DURATION_S"]
 
 DEFAULT_SIM_DURATION_S = 0.1
 _SLEEP = re.compile(r"(?<![\w-])sleep\s+(\d+(?:\.\d*)?|\.\d+)([smhd]?)(?![\w.])")
@@ -64,10 +71,20 @@ def sim_exit_code(command: str, env: Mapping[str, str]) -> int:
     return int(env.get("PELOTON_SIM_EXIT_CODE", "0"))
 
 
+def sim_health(env: Mapping[str, str]) -> bool:
+    """Whether the run's simulated health checks pass: env PELOTON_SIM_HEALTH, "pass"
+    (default) or "fail"; anything else raises ValueError."""
+    value = env.get("PELOTON_SIM_HEALTH", "pass")
+    if value not in ("pass", "fail"):
+        raise ValueError(f"PELOTON_SIM_HEALTH must be pass or fail, not {value!r}")
+    return value == "pass"
+
+
 @dataclass(slots=True, eq=False)
 class _SimRun:
     run_id: str
     exit_code: int
+    healthy: bool = True
     state: RunState | None = None
 
 
@@ -97,7 +114,8 @@ class SimulatedRunner:
             raise AttributeError("statuses is only available without an on_status callback")
         return self._feed.queue
 
-    async def launch(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+    async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
+                     volume: str | None = None) -> None:
         """Start a simulated run; no-op if run_id is already known. Raises
         InvalidRunIdError, RunnerClosedError."""
         validate_run_id(run_id)
@@ -108,11 +126,12 @@ class SimulatedRunner:
         try:
             duration = max(0.0, float(self._duration_of(command, env)))
             exit_code = int(self._exit_code_of(command, env))
+            healthy = sim_health(env)
         except ValueError as exc:
             run = self._runs[run_id] = _SimRun(run_id, -1)
             self._report(run, RunState.FAILED, None, f"invalid simulation parameters: {exc}")
             return
-        run = self._runs[run_id] = _SimRun(run_id, exit_code)
+        run = self._runs[run_id] = _SimRun(run_id, exit_code, healthy)
         self._report(run, RunState.STARTING, None, "simulated")
         self._report(run, RunState.RUNNING, None, f"simulated for {duration:g}s")
         self._running[run_id] = run
@@ -128,6 +147,19 @@ class SimulatedRunner:
         run = self._running.pop(run_id, None)
         if run is not None:
             self._report(run, RunState.KILLED, None, "killed on request (simulated)")
+
+    async def fail(self, run_id: str, grace_s: float, message: str) -> None:
+        """End a running simulated run as FAILED with `message` at once; no-op otherwise."""
+        run = self._running.pop(run_id, None)
+        if run is not None:
+            self._report(run, RunState.FAILED, None, message)
+
+    async def probe(self, run_id: str, check: HealthCheck, port: int) -> ProbeResult:
+        """One simulated health check: PELOTON_SIM_HEALTH of the run decides (at once)."""
+        run = self._running.get(run_id)
+        if run is None:
+            return ProbeResult(False, "the run is not running")
+        return ProbeResult(True) if run.healthy else ProbeResult(False, "simulated failure")
 
     def running(self) -> list[str]:
         return list(self._running)

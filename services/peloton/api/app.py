@@ -1,6 +1,7 @@
 """The HTTP API: submit and kill jobs (published to the bus), read everything else from
 the read model. OpenAPI at /openapi.json, interactive docs at /docs. Resource pools
-(reads, and create/update/delete requests) are in peloton.api.pools.
+(reads, and create/update/delete requests) are in peloton.api.pools, host maintenance in
+peloton.api.hosts, rolling updates (and restart, stop) in peloton.api.updates.
 
 Contract:
 - Writes are facts published through a `Publisher`; a 202 means the broker acknowledged
@@ -42,8 +43,10 @@ from peloton.api.errors import (
     UnsupportedMediaType,
     error_body,
 )
+from peloton.api.hosts import hosts_router
 from peloton.api.pools import Pool, PoolList, pools_router
 from peloton.api.publisher import Publisher
+from peloton.api.updates import updates_router
 from peloton.bus.codec import EncodeError
 from peloton.jobmgr.domain.states import JobState
 from peloton.jobmgr.domain.validation import check_job_document
@@ -125,6 +128,7 @@ class TaskTransition(BaseModel):
     exit_code: int | None
     failures: int
     at: int
+    config_version: int = Field(1, description="the job config version the run runs")
 
 
 class Task(BaseModel):
@@ -137,6 +141,9 @@ class Task(BaseModel):
     exit_code: int | None
     failures: int
     updated_at: int
+    config_version: int = Field(1, description="the job config version the run runs")
+    health: str | None = Field(None, description="the run's health check: PENDING (no "
+                               "passing check yet), HEALTHY or UNHEALTHY; null: no check")
     sandbox: str | None
     history: list[TaskTransition]
 
@@ -144,6 +151,13 @@ class Task(BaseModel):
 class TaskList(BaseModel):
     job_id: str
     tasks: list[Task]
+
+
+class HostRun(BaseModel):
+    job_id: str
+    instance: int
+    run: int
+    state: str
 
 
 class Host(BaseModel):
@@ -162,6 +176,14 @@ class Host(BaseModel):
     running: int | None
     lost_at: int | None
     lost_reason: str | None
+    maintenance_state: str = Field("UP", description="UP, DRAINING, DRAINED or DOWN")
+    maintenance_deadline: int | None = Field(
+        None, description="when the drain should be over (ms since the epoch)")
+    maintenance_reason: str = ""
+    maintenance_at: int | None = None
+    runs: list[HostRun] = Field(default_factory=list,
+                                description="runs whose latest state is on the host")
+    task_count: int = 0
 
 
 class HostList(BaseModel):
@@ -368,6 +390,8 @@ def create_app(
         return {"hosts": await db(store.hosts)}
 
     app.include_router(pools_router(store, publish, db, clock))
+    app.include_router(hosts_router(store, publish, db, clock))
+    app.include_router(updates_router(store, publish, db, clock))
 
     @app.get("/v1/dead-letters", response_model=DeadLetterList, tags=["cluster"])
     async def list_dead_letters(limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Exception tree:
     ApiError(Exception)            an answer with a status code, message and details
         BadRequest                 400: the request is invalid (details list every problem)
         NotFound                   404: no such job, task, host or log
-        Conflict                   409: the job id is already taken
+        Conflict                   409: the job id is already taken, or the host's
+                                   maintenance state forbids the action
         UnsupportedMediaType       415: a body in a content type we do not read
         BadGateway                 502: an agent answered badly or could not be reached
         Unavailable                503: the broker did not acknowledge a publish

@@ -69,9 +69,13 @@ TOPICS: tuple[Topic, ...] = (
     Topic("job-kill-requested", "job_id", 4, ("JobKillRequested",), public=True,
           doc="kill a job or some of its instances"),
     Topic("job-events", "job_id", 4,
-          ("JobCreated", "JobRejected", "JobStateChanged", "TaskStateChanged"),
+          ("JobCreated", "JobRejected", "JobStateChanged", "TaskStateChanged",
+           "TaskHealthChanged", "JobSpecChanged", "UpdateStateChanged", "JobUpdateRejected"),
           doc="jobmgr's facts about a job and its tasks, in order per job (one key, one "
               "partition), so no consumer sees a task change before its job"),
+    Topic("job-update-requested", "job_id", 4, ("JobUpdateRequested",
+                                                 "UpdateCommandRequested"), public=True,
+          doc="roll a job to a new config; pause, resume, abort or roll back its update"),
     Topic("tasks-admitted", "pool", 4, ("TasksAdmitted", "AdmissionDeferred"),
           doc="resmgr admission decisions"),
     Topic("entitlement-updated", "cluster", 1, ("EntitlementUpdated",),
@@ -94,6 +98,13 @@ TOPICS: tuple[Topic, ...] = (
     Topic("offer-received", "host", 4, ("OfferReceived", "HostLost"),
           doc="hostmgr's view of hosts for placement and resmgr",
           keys={"OfferReceived": _OFFERS}),
+    Topic("host-maintenance-requested", "host", 4, ("HostMaintenanceRequested",),
+          public=True, doc="start, complete or cancel a host's maintenance"),
+    Topic("host-events", "host", 4, ("HostStateChanged", "HostMaintenanceRejected",
+                                      "HostDrainProgressed"),
+          doc="hostmgr's facts about hosts: maintenance state and presence changes (the "
+              "host list, labels and states), refused maintenance requests; and jobmgr's "
+              "account of each drain (what moved, why the rest waits)"),
     Topic("dead-letters", "source_topic", 1, ("DeadLetterRecorded",),
           doc="records a service could not decode or validate, with the reason"),
     Topic("respool-requested", "pool", 1,

@@ -93,6 +93,36 @@ class PelotonClient:
         return dict(self._json("POST", f"/v1/jobs/{job_id}/kill",
                                json={"instances": instances or [], "reason": reason}))
 
+    def stop_job(self, job_id: str, requested_by: str = "") -> dict[str, Any]:
+        params = {"requested_by": requested_by} if requested_by else {}
+        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/stop",
+                               params=params))
+
+    # ---- updates ------------------------------------------------------------------------
+    def update_job(self, job_id: str, text: str, params: dict[str, Any],
+                   content_type: str = "application/yaml") -> dict[str, Any]:
+        """POST /v1/jobs/{id}/update; `params`: the update's query parameters (None: left
+        out)."""
+        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/update",
+                               content=text.encode(), params=_given(params),
+                               headers={"content-type": content_type}))
+
+    def restart_job(self, job_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/restart",
+                               params=_given(params)))
+
+    def job_updates(self, job_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/jobs/{quote(job_id, safe='')}/updates"))
+
+    def get_update(self, update_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/updates/{quote(update_id, safe='')}"))
+
+    def update_command(self, update_id: str, command: str,
+                       requested_by: str = "") -> dict[str, Any]:
+        params = {"requested_by": requested_by} if requested_by else {}
+        return dict(self._json("POST", f"/v1/updates/{quote(update_id, safe='')}/"
+                                       f"{quote(command, safe='')}", params=params))
+
     # ---- tasks --------------------------------------------------------------------------
     def tasks(self, job_id: str) -> dict[str, Any]:
         return dict(self._json("GET", f"/v1/jobs/{job_id}/tasks"))
@@ -111,6 +141,19 @@ class PelotonClient:
     # ---- cluster ------------------------------------------------------------------------
     def hosts(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/hosts"))
+
+    def host(self, host: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/hosts/{quote(host, safe='')}"))
+
+    def host_maintenance(self, host: str, action: str, deadline: str | None = None,
+                         requested_by: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"action": action}
+        if deadline is not None:
+            body["deadline"] = deadline
+        if requested_by:
+            body["requested_by"] = requested_by
+        return dict(self._json("POST", f"/v1/hosts/{quote(host, safe='')}/maintenance",
+                               json=body))
 
     def pools(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/pools"))
@@ -149,6 +192,12 @@ class PelotonClient:
 
     def health(self) -> dict[str, Any]:
         return dict(self._json("GET", "/healthz"))
+
+
+def _given(params: dict[str, Any]) -> dict[str, Any]:
+    """Query parameters without the unset ones; booleans as the API reads them."""
+    return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()
+            if v is not None}
 
 
 def _pool_url(path: str) -> str:

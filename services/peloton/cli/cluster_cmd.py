@@ -89,54 +89,28 @@ def _print_where(api_url: str, run_dir: Path, what: str) -> None:
 def register_demo(cluster: typer.Typer) -> None:
     @cluster.command("demo")
     def demo_cmd(run_dir: RunDir = Path(".run"), jobs_dir: Path = Path("examples/jobs"),
-                 timeout: float = 300.0) -> None:
-        """Bring the minicluster up, submit examples/jobs/*.yaml, follow them to the end."""
-        import time
-
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
+                 updates_dir: Path = Path("examples/updates"),
+                 timeout: float = 180.0) -> None:
+        """Bring the minicluster up and show every workload: batch, service, stateful and
+        daemon jobs at once, then a rolling update and a host maintenance (see
+        `peloton.minicluster.demo`)."""
         from peloton.cli.client import ClientError, PelotonClient
-        from peloton.cli.user_cmds import TERMINAL_JOB_STATES, advance_bar, poll_job
+        from peloton.minicluster.demo import run_demo
+
         cluster_state = ensure_up(run_dir)
-        files = sorted(jobs_dir.glob("*.yaml"))
         client = PelotonClient(cluster_state.layout.api_url)
-        progress = Progress(TextColumn("[bold]{task.fields[job]:<14}"),
-                            TextColumn("{task.description:<10}"), BarColumn(bar_width=30),
-                            MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-                            TimeElapsedColumn(), console=_err)
-        results: dict[str, dict[str, object]] = {}
         try:
-            ids = {f.stem: client.submit_job(f.read_text())["job_id"] for f in files}
-            deadline = time.monotonic() + timeout
-            with progress:
-                bars = {name: progress.add_task("SUBMITTED", total=None, job=name,
-                                                detail="") for name in ids}
-                while len(results) < len(ids) and time.monotonic() < deadline:
-                    for name, job_id in ids.items():
-                        job = results.get(name) or poll_job(client, job_id)
-                        if job is None:
-                            continue
-                        advance_bar(progress, bars[name], job)
-                        if job["state"] in TERMINAL_JOB_STATES:
-                            results[name] = job
-                    time.sleep(0.5)
+            result = run_demo(client, jobs_dir, updates_dir, _err, timeout)
         except ClientError as exc:
             _err.print(f"[red]demo failed:[/red] {exc}")
             raise typer.Exit(1) from exc
-        table = Table("job", "id", "state", "tasks")
-        for name, job_id in ids.items():
-            job = results.get(name, {"state": "TIMED OUT", "task_counts": {}})
-            table.add_row(name, job_id, str(job["state"]), json.dumps(job["task_counts"]))
+        table = Table("job", "id", "type")
+        for name, job_id in result.jobs.items():
+            table.add_row(name, job_id, result.types[name])
         Console().print(table)
-        first = next(iter(ids.values()))
+        first = next(iter(result.jobs.values()), "")
         _err.print(f"try: peloton job get {first} -o json; peloton task list {first}; "
-                   f"peloton task logs {first} 0; open {cluster_state.layout.api_url}/docs")
-        if any(r.get("state") != "SUCCEEDED" for r in results.values()) or len(results) < len(ids):
+                   f"peloton host list; open {cluster_state.layout.api_url}/docs")
+        if result.failed:
+            _err.print("[red]failed:[/red] " + "; ".join(result.failed))
             raise typer.Exit(1)
-

@@ -82,9 +82,13 @@ def _client(api: str | None) -> Iterator[PelotonClient]:
                 _err(f"  {d.get('field') or '-'}: {d['message']}")
             else:
                 _err(f"  {d}")
-        raise typer.Exit(EXIT_API_ERROR) from exc
+        # a 400 is bad input (exit 2, as when the CLI finds it itself); others exit 1
+        raise typer.Exit(EXIT_INVALID if exc.status == 400 else EXIT_API_ERROR) from exc
     finally:
         client.close()
+
+
+api_client = _client  # for the other command modules
 
 
 def _ts(ms: int | None) -> str:
@@ -320,18 +324,43 @@ def task_logs(
 
 # ---- host, respool ----------------------------------------------------------------------
 def host_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
-    """List hosts with state, free/total resources and last heartbeat."""
+    """List hosts with maintenance state (UP, DRAINING, DRAINED, DOWN), the agent's
+    state (REGISTERED, UP, LOST), tasks on the host, free/total resources and last
+    heartbeat."""
     with _client(api) as client:
         data = client.hosts()
     if output is Output.json:
         _print_json(data)
         return
-    table = Table("HOST", "STATE", "FREE", "CAPACITY", "LABELS", "HEARTBEAT", "LOG URL")
+    table = Table("HOST", "STATE", "AGENT", "TASKS", "FREE", "CAPACITY", "LABELS",
+                  "HEARTBEAT", "LOG URL")
     for h in data["hosts"]:
         labels = ",".join(f"{k}={v}" for k, v in sorted(h["labels"].items())) or "-"
-        table.add_row(h["host"], h["state"], _res(h["free"], "cpu", "memory", "gpu"),
+        state = h.get("maintenance_state") or "UP"
+        if h.get("maintenance_deadline") and state != "UP":
+            state += f" (until {_ts(h['maintenance_deadline'])})"
+        table.add_row(h["host"], state, h["state"], str(h.get("task_count", 0)),
+                      _res(h["free"], "cpu", "memory", "gpu"),
                       _res(h["capacity"], "cpu", "memory", "gpu"), labels,
                       _ts(h["last_heartbeat"]), h["log_url"] or "-")
+    _out().print(table)
+
+
+def host_get(host: str, output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+    """One host: its maintenance state, the runs it still has, and its events, newest
+    first (state changes, refused requests, and what each drain step moved and why the
+    rest still waits)."""
+    with _client(api) as client:
+        h = client.host(host)
+    if output is Output.json:
+        _print_json(h)
+        return
+    state = h.get("maintenance_state") or "UP"
+    _out().print(f"{h['host']}: {state} (agent {h['state']}), {h.get('task_count', 0)} "
+                 f"task(s): " + (", ".join(str(r) for r in h.get("runs") or []) or "none"))
+    table = Table("AT", "KIND", "STATE", "REASON")
+    for e in h.get("events") or []:
+        table.add_row(_ts(e["at"]), e["kind"], e.get("state") or "-", e.get("reason") or "")
     _out().print(table)
 
 
@@ -531,12 +560,22 @@ def _typer(help_text: str, commands: dict[str, Callable[..., None]]) -> typer.Ty
 
 
 def register(app: typer.Typer) -> typer.Typer:
-    """Add `job`, `task`, `host` and `respool` to `app`; return the respool typer."""
-    app.add_typer(_typer("Submit, inspect and kill jobs.", {
-        "create": job_create, "get": job_get, "list": job_list, "kill": job_kill}), name="job")
+    """Add `job`, `update`, `task`, `host` and `respool` to `app`; return the respool
+    typer."""
+    from peloton.cli import host_cmd, update_cmd  # they use this module's options
+
+    job_app = _typer("Submit, inspect, update, restart, stop and kill jobs.", {
+        "create": job_create, "get": job_get, "list": job_list, "kill": job_kill})
+    update_app = update_cmd.register(job_app)  # job update|restart|stop
+    app.add_typer(job_app, name="job")
+    app.add_typer(update_app, name="update")
     app.add_typer(_typer("Inspect tasks and their logs.",
                          {"list": task_list, "logs": task_logs}), name="task")
-    app.add_typer(_typer("Inspect hosts.", {"list": host_list}), name="host")
+
+    host_app = _typer("Inspect hosts; start, complete or cancel their maintenance.",
+                      {"list": host_list, "get": host_get})
+    host_cmd.register(host_app)
+    app.add_typer(host_app, name="host")
     respool = _typer("Resource pools.", {
         "create": respool_create, "get": respool_get, "list": respool_list,
         "update": respool_update, "delete": respool_delete})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peloton.hostmgr.domain import snapshot
+from peloton.hostmgr.domain import maintenance, snapshot
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.model.event import Event
 
@@ -14,8 +14,11 @@ __all__ = ["HostManagerCore"]
 class HostManagerCore:
     inputs: tuple[str, ...] = ("host-registered", "task-status-reported",
               "placement-made", "task-launch-requested", "placement-rejected",
-              "offer-received", "job-events")
-    replay: tuple[str, ...] = inputs
+              "offer-received", "job-events", "host-maintenance-requested")
+    #: host-events holds our maintenance states and announcements, read on replay only (the
+    #: job manager's HostDrainProgressed there too: folded as nothing, so its records
+    #: around the position of what we delivered do not matter)
+    replay: tuple[str, ...] = (*inputs, "host-events")
     #: Events whose replay changes nothing (the fold ignores them without `received_ms`):
     #: a shell may skip them unread when it replays (heartbeats are most of host-registered).
     replay_skips: tuple[str, ...] = ("HostStatusReported",)
@@ -32,6 +35,8 @@ class HostManagerCore:
         self.book.fold(etype, body)
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+        if etype == "HostMaintenanceRequested":
+            return maintenance.handle_request(self.book, body, now)
         self.book.fold(etype, body, received_ms=now)
         return []
 

@@ -7,6 +7,7 @@ a timeout off; defaults are Peloton's, see `jobmgr.domain.timeouts` and `retenti
     PELOTON_JOBMGR_PLACEMENT_BACKOFF_S   placement backoff unit           (300)
     PELOTON_JOBMGR_PREEMPT_TIMEOUT_S     PREEMPTING not ended -> RUNNING  (600)
     PELOTON_JOBMGR_RETENTION_S           terminal jobs stay in memory     (600)
+    PELOTON_JOBMGR_RESTART_BACKOFF_S     service restart backoff base     (30)
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from peloton.jobmgr.domain.timeouts import Timeouts
 from peloton.model.event import Event
 
 __all__ = ["JobManagerCore", "ENV_PLACEMENT_TIMEOUT", "ENV_PLACEMENT_BACKOFF",
-           "ENV_PREEMPT_TIMEOUT", "ENV_RETENTION"]
+           "ENV_PREEMPT_TIMEOUT", "ENV_RETENTION", "ENV_RESTART_BACKOFF"]
 
 ENV_PLACEMENT_TIMEOUT = "PELOTON_JOBMGR_PLACEMENT_TIMEOUT_S"
 ENV_PLACEMENT_BACKOFF = "PELOTON_JOBMGR_PLACEMENT_BACKOFF_S"
 ENV_PREEMPT_TIMEOUT = "PELOTON_JOBMGR_PREEMPT_TIMEOUT_S"
 ENV_RETENTION = "PELOTON_JOBMGR_RETENTION_S"
+ENV_RESTART_BACKOFF = "PELOTON_JOBMGR_RESTART_BACKOFF_S"
 
 
 def _ms(environ: Mapping[str, str], name: str, default_ms: int) -> int:
@@ -49,10 +51,13 @@ class JobManagerCore:
     inputs: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "tasks-admitted", "placement-made",
         "placement-rejected", "task-launch-requested", "task-status-reported",
-        "offer-received", "entitlement-updated", "respool-events")
-    # its own facts plus the public requests, so a restart neither repeats nor forgets
+        "offer-received", "entitlement-updated", "respool-events", "host-events",
+        "job-update-requested")
+    # its own facts plus the public requests, so a restart neither repeats nor forgets;
+    # the host manager's host facts (few) give the host list for daemons and drains
     replay: tuple[str, ...] = (
-        "job-submitted", "job-kill-requested", "job-events", "entitlement-updated")
+        "job-submitted", "job-kill-requested", "job-events", "entitlement-updated",
+        "host-events", "job-update-requested")
     tick_interval: float | None = 2.0
     snapshot_version: int = SNAPSHOT_VERSION
 
@@ -70,7 +75,8 @@ class JobManagerCore:
             placement_ms=_ms(environ, ENV_PLACEMENT_TIMEOUT, default.placement_ms),
             placement_backoff_unit_ms=_ms(environ, ENV_PLACEMENT_BACKOFF,
                                           default.placement_backoff_unit_ms),
-            preempt_ms=_ms(environ, ENV_PREEMPT_TIMEOUT, default.preempt_ms)))
+            preempt_ms=_ms(environ, ENV_PREEMPT_TIMEOUT, default.preempt_ms),
+            restart_base_ms=_ms(environ, ENV_RESTART_BACKOFF, default.restart_base_ms)))
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.apply(etype, body)

@@ -6,6 +6,7 @@ Job file (Peloton v0 field names; defaults are Peloton's)::
       type: COMMAND | HTTP
       commandCheck: {command: "curl -f localhost:8080/health"}   # COMMAND (or `command:`)
       httpCheck: {path: /health, port: 8080}                       # HTTP (or `httpGet:`)
+      #   port may name a declared port instead (`ports: [{name: http}]` -> port: http)
       initialIntervalSecs: 15     # delay before the first check
       intervalSecs: 10            # between checks
       maxConsecutiveFailures: 3   # unhealthy after this many failed checks in a row
@@ -88,6 +89,9 @@ class HealthCheck:
     command: str = ""
     http_path: str = ""
     http_port: int = 0
+    http_port_name: str = ""
+    """A declared port's name (`ports: [{name: http}]`): the agent checks the port the
+    run was given; `http_port` is 0 then."""
     initial_interval_secs: int = 15
     interval_secs: int = 10
     max_consecutive_failures: int = 3
@@ -104,12 +108,12 @@ class HealthCheck:
             raise HealthCheckError(f"{path}.type", "must be COMMAND or HTTP") from None
         ints = {name: _int(body, name, default, low, path)
                 for name, (default, low) in _INTS.items()}
-        command, http_path, port = "", "", 0
+        command, http_path, port, port_name = "", "", 0, ""
         if kind is HealthCheckType.COMMAND:
             command = _command(body, path)
         else:
-            http_path, port = _http(body, path)
-        return cls(kind, command, http_path, port, ints["initialIntervalSecs"],
+            http_path, port, port_name = _http(body, path)
+        return cls(kind, command, http_path, port, port_name, ints["initialIntervalSecs"],
                    ints["intervalSecs"], ints["maxConsecutiveFailures"], ints["timeoutSecs"])
 
     def to_body(self) -> dict[str, Any]:
@@ -117,7 +121,8 @@ class HealthCheck:
         if self.type is HealthCheckType.COMMAND:
             out["commandCheck"] = {"command": self.command}
         else:
-            out["httpCheck"] = {"path": self.http_path, "port": self.http_port}
+            out["httpCheck"] = {"path": self.http_path,
+                                "port": self.http_port_name or self.http_port}
         out.update({"initialIntervalSecs": self.initial_interval_secs,
                     "intervalSecs": self.interval_secs,
                     "maxConsecutiveFailures": self.max_consecutive_failures,
@@ -143,7 +148,7 @@ def _command(body: Mapping[str, Any], path: str) -> str:
     return command
 
 
-def _http(body: Mapping[str, Any], path: str) -> tuple[str, int]:
+def _http(body: Mapping[str, Any], path: str) -> tuple[str, int, str]:
     key = "httpGet" if "httpGet" in body and "httpCheck" not in body else "httpCheck"
     block = body.get(key)
     if not isinstance(block, Mapping):
@@ -152,9 +157,12 @@ def _http(body: Mapping[str, Any], path: str) -> tuple[str, int]:
     port = block.get("port")
     if not isinstance(http_path, str) or not http_path.startswith("/"):
         raise HealthCheckError(f"{path}.{key}.path", "must start with /")
+    if isinstance(port, str) and port.strip():
+        return http_path, 0, port.strip()  # a declared port's name
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise HealthCheckError(f"{path}.{key}.port", "must be a port number 1-65535")
-    return http_path, port
+        raise HealthCheckError(f"{path}.{key}.port",
+                               "must be a port number 1-65535 or a declared port's name")
+    return http_path, port, ""
 
 
 def initial_state(check: HealthCheck | None) -> HealthState:

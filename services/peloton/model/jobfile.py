@@ -5,7 +5,8 @@ Accepts the fields Peloton users already have: name, owner, description, labels 
 preemptible, revocable, minimumRunningInstances, maximumRunningInstances}, defaultConfig
 {resource {cpuLimit, memLimitMb, diskLimitMb, gpuLimit}, command {value, environment},
 constraint, restartPolicy {maxFailures}, labels, ports, killGracePeriodSeconds, controller,
-revocable},
+revocable, healthCheck (see `model.health`), volume {containerPath, sizeMB}},
+sla.maximumUnavailableInstances,
 instanceConfig {N: overrides}, placementStrategy, type.
 
 `JobFileError` lists every problem as "field.path: reason"; the job manager validates
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from peloton.model.health import HealthCheck, HealthCheckError
 
 __all__ = ["JobFileError", "parse_job_file", "job_document_to_submitted"]
 
@@ -35,9 +38,10 @@ _TOP = {
     "ldapGroups",
 }
 _SLA = {"priority", "preemptible", "revocable", "minimumRunningInstances",
-        "maximumRunningInstances", "maxRunningTime"}
+        "maximumRunningInstances", "maxRunningTime", "maximumUnavailableInstances"}
 _TASK = {"name", "resource", "command", "constraint", "restartPolicy", "labels", "ports",
-         "killGracePeriodSeconds", "healthCheck", "controller", "revocable"}
+         "killGracePeriodSeconds", "healthCheck", "controller", "revocable", "volume"}
+_VOLUME = {"containerPath", "sizeMB"}
 _RESOURCE = {"cpuLimit", "memLimitMb", "diskLimitMb", "gpuLimit", "fdLimit"}
 
 
@@ -160,7 +164,34 @@ def _task_config(r: _Reader, raw: Any, path: str) -> dict[str, Any]:
         # None = as defaultConfig (JobSubmitted.v2); the job manager checks where they may be
         "controller": r.boolean(cfg.get("controller"), f"{path}.controller"),
         "revocable": r.boolean(cfg.get("revocable"), f"{path}.revocable"),
+        "health_check_json": _health_check(r, cfg.get("healthCheck"), f"{path}.healthCheck"),
+        "volume": _volume(r, cfg.get("volume"), f"{path}.volume"),
     }
+
+
+def _health_check(r: _Reader, raw: Any, path: str) -> str | None:
+    """Peloton's healthCheck block, validated here so every problem is reported at once;
+    carried as JSON of its normalised form (defaults filled in)."""
+    if raw is None:
+        return None
+    try:
+        return json.dumps(HealthCheck.from_body(raw, path).to_body(), sort_keys=True)
+    except HealthCheckError as exc:
+        r.problems.append(str(exc))
+        return None
+
+
+def _volume(r: _Reader, raw: Any, path: str) -> str | None:
+    """Peloton's `volume {containerPath, sizeMB}` (a task with one is STATEFUL); a bare
+    string is taken as the container path."""
+    if raw is None or isinstance(raw, str):
+        return raw or None
+    v = r.mapping(raw, path, _VOLUME)
+    r.number(v.get("sizeMB"), f"{path}.sizeMB")
+    container = r.text(v.get("containerPath"), f"{path}.containerPath")
+    if isinstance(raw, Mapping) and not container:
+        r.problems.append(f"{path}.containerPath: must name the path the task sees")
+    return container
 
 
 def job_document_to_submitted(doc: Any, job_id: str, now_ms: int) -> dict[str, Any]:
@@ -198,6 +229,8 @@ def job_document_to_submitted(doc: Any, job_id: str, now_ms: int) -> dict[str, A
                 sla.get("minimumRunningInstances"), "sla.minimumRunningInstances") or 1,
             "maximum_running_instances": r.integer(
                 sla.get("maximumRunningInstances"), "sla.maximumRunningInstances") or 0,
+            "maximum_unavailable_instances": r.integer(
+                sla.get("maximumUnavailableInstances"), "sla.maximumUnavailableInstances"),
         },
         "default_config": _task_config(r, top.get("defaultConfig"), "defaultConfig"),
         "instance_config": instance_config,

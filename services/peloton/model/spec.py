@@ -16,8 +16,7 @@ from typing import Any
 
 from peloton.model.resources import Resources
 
-__all__ = ["TaskSpec", "JobSpec", "JobType"]
-
+__all__ = ["TaskSpec", "JobSpec", "JobType", "LONG_RUNNING"]
 
 
 class JobType:
@@ -27,6 +26,10 @@ class JobType:
     SERVICE = "SERVICE"
     STATEFUL = "STATEFUL"
     DAEMON = "DAEMON"
+
+
+#: Job types whose instances run until stopped: an ended run is restarted (with backoff).
+LONG_RUNNING = frozenset({JobType.SERVICE, JobType.STATEFUL, JobType.DAEMON})
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ class PlacementCore:
     inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "placement-made",
                                "placement-rejected", "task-launch-requested", "offer-received")
     replay: tuple[str, ...] = inputs
-    snapshot_version: int = 1
-    """Bump whenever the shape of `snapshot()` changes (PlacementBoard.snapshot)."""
+    snapshot_version: int = 3
+    """Bump whenever the shape of `snapshot()` changes (PlacementBoard.snapshot).
+    2: a run's row carries its pinned_host. 3: its config_version; jobs' later versions."""
 
     def __init__(self, tick_interval: float = 0.05,
                  retention_ms: int = DEFAULT_RETENTION_MS) -> None:

@@ -11,8 +11,12 @@ The version lanes, most significant first, are chosen per facet:
 - facts confined to one partition of one topic (a job's job-events and task transitions,
   both keyed by job id) order by offset: exact, whatever the producers' clocks say;
 - facts about long-lived names that arrive over several topics or partitions (hosts,
-  pools, pending reasons) order by event time first, offset as the tie-break, which also
-  survives a dev broker restart (offsets start again at 0, times do not).
+  pools, pending reasons, updates) order by event time first, offset as the tie-break,
+  which also survives a dev broker restart (offsets start again at 0, times do not).
+A job's spec is JobCreated's (lane 1) until a JobSpecChanged (lane 2, then its config
+version) replaces it; an update's `state` facet is the job manager's newest
+UpdateStateChanged (or REJECTED), its `request` facet the user's JobUpdateRequested, its
+`first` facet the earliest of them (the update's created_at).
 """
 
 from __future__ import annotations
@@ -56,17 +60,33 @@ COLUMNS: Mapping[str, Mapping[str, Any]] = {
     "tasks": {
         "job_id": "", "instance": 0, "facet": "", "version": 0, "at": 0, "run": 0, "state": "",
         "previous_state": "", "host": None, "reason": "", "exit_code": None, "failures": 0,
-        "sandbox": "", **_SRC,
+        "sandbox": "", "config_version": 1, **_SRC,
     },
     "task_events": {
         "job_id": "", "instance": 0, "at": 0, "run": 0, "state": "", "previous_state": "",
-        "host": None, "reason": "", "exit_code": None, "failures": 0, **_SRC,
+        "host": None, "reason": "", "exit_code": None, "failures": 0, "config_version": 1,
+        **_SRC,
+    },
+    "updates": {
+        "job_id": "", "update_id": "", "facet": "", "version": 0, "at": 0, "state": "",
+        "previous_state": "", "reason": "", "command": "", "from_version": 0,
+        "to_version": 0, "from_instance_count": 0, "to_instance_count": 0, "done": [],
+        "failed": [], "in_flight": [], "resume_to": "", "settings_json": "",
+        "requested_by": "", **_SRC,
     },
     "hosts": {
         "host": "", "facet": "", "version": 0, "at": 0, "incarnation": "", "capacity": {},
         "free": {}, "labels": {}, "log_url": "", "port_range_begin": 0, "port_range_end": 0,
         "simulated": False, "available": False, "generation": 0, "running": 0, "reason": "",
         **_SRC,
+    },
+    "host_states": {
+        "host": "", "version": 0, "at": 0, "state": "", "previous_state": "",
+        "present": False, "labels": {}, "reason": "", "deadline": None, **_SRC,
+    },
+    "host_events": {
+        "host": "", "at": 0, "kind": "", "state": "", "previous_state": "", "present": False,
+        "command": "", "reason": "", "deadline": None, **_SRC,
     },
     "pools": {
         "pool": "", "version": 0, "at": 0, "cycle": 0, "parent": None, "capacity": {},
@@ -147,20 +167,34 @@ def _job_submitted(b: dict[str, Any], src: SourcePos) -> list[Row]:
     ]
 
 
+def _spec_row(b: dict[str, Any], src: SourcePos, spec_version: int, lanes: int) -> Row:
+    """The job's 'spec' facet from a JobCreated or JobSpecChanged body: config_json holds
+    all a job file gives (so a restart can rebuild it), and the config `version`."""
+    config = {"default_task": b["default_task"], "instance_overrides": sorted(b["instance_tasks"]),
+              "instance_tasks": b["instance_tasks"], "gang_size": b["gang_size"],
+              "placement_strategy": b["placement_strategy"], "revocable": b["revocable"],
+              "max_unavailable": b.get("max_unavailable"), "version": spec_version}
+    return _row("jobs", src, 0, job_id=b["job_id"], facet="spec", version=lanes, at=b["at"],
+                name=b["name"], owner=b["owner"], type=b["type"], respool=b["respool"],
+                instance_count=_nonneg(b["instance_count"]), priority=b["priority"],
+                preemptible=b["preemptible"], labels=b["labels"],
+                config_json=json.dumps(config, sort_keys=True))
+
+
 def _job_created(b: dict[str, Any], src: SourcePos) -> list[Row]:
     jid, at = b["job_id"], b["at"]
-    config = {"default_task": b["default_task"], "instance_overrides": sorted(b["instance_tasks"]),
-              "gang_size": b["gang_size"], "placement_strategy": b["placement_strategy"]}
     return [
-        _row("jobs", src, 0, job_id=jid, facet="spec", version=version(1, src.offset), at=at,
-             name=b["name"], owner=b["owner"], type=b["type"], respool=b["respool"],
-             instance_count=_nonneg(b["instance_count"]), priority=b["priority"],
-             preemptible=b["preemptible"], labels=b["labels"],
-             config_json=json.dumps(config, sort_keys=True)),
+        _spec_row(b, src, 1, version(1, src.offset)),
         _row("jobs", src, 0, job_id=jid, facet="created", version=version(src.offset), at=at),
         _row("jobs", src, 0, job_id=jid, facet="state", version=version(1, src.offset), at=at,
              state="PENDING", previous_state="SUBMITTED"),
     ]
+
+
+def _job_spec_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    """A later config version replaces the spec: lane 2 outranks JobCreated's lane 1 (also
+    rows an older projector wrote), then the config version, then the offset."""
+    return [_spec_row(b, src, b["version"], version(2, _nonneg(b["version"]), src.offset))]
 
 
 def _job_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
@@ -188,11 +222,20 @@ def _task_state_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
     for i, ch in enumerate(b["changes"]):
         common = dict(job_id=b["job_id"], instance=ch["instance"], at=b["at"], run=ch["run"],
                       state=ch["state"], previous_state=ch["previous_state"], host=ch["host"],
-                      reason=ch["reason"], exit_code=ch["exit_code"], failures=ch["failures"])
+                      reason=ch["reason"], exit_code=ch["exit_code"], failures=ch["failures"],
+                      config_version=_nonneg(ch.get("config_version", 1)))
         rows.append(_row("tasks", src, i, facet="state",
                          version=version(ch["run"], src.offset, i), **common))
         rows.append(_row("task_events", src, i, **common))
     return rows
+
+
+def _task_health_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    """A run's health, as a facet of its task (the health sits in `state`)."""
+    return [_row("tasks", src, i, job_id=b["job_id"], instance=ch["instance"],
+                 facet="health", version=version(ch["run"], src.offset, i), at=b["at"],
+                 run=ch["run"], state=ch["health"], reason=ch["reason"])
+            for i, ch in enumerate(b["changes"])]
 
 
 def _pending_reasons(tasks: list[dict[str, Any]], at: int, src: SourcePos,
@@ -227,6 +270,69 @@ def _task_status_reported(b: dict[str, Any], src: SourcePos) -> list[Row]:
             for i, s in enumerate(b["statuses"])]
 
 
+# ---- updates ---------------------------------------------------------------------------
+# An update's facts come from two topics (the user's request, the job manager's answers on
+# job-events): order by event time, then offset. The job manager's state outranks its
+# rejection (lane 1 over 0: a reused update id is refused without ending the update).
+_TOP = _LANE - 1
+_SETTINGS = {"batchSize": "batch_size", "maxUnavailable": "max_unavailable",
+             "maxInstanceRetries": "max_instance_retries",
+             "maxTolerableInstanceFailures": "max_tolerable_instance_failures",
+             "rollbackOnFailure": "rollback_on_failure", "startPaused": "start_paused",
+             "canary": "canary"}
+
+
+def _first_seen(b: dict[str, Any], src: SourcePos, at: int) -> Row:
+    """The earliest fact about an update wins this facet (reversed lanes)."""
+    at = min(_nonneg(at), _TOP)
+    return _row("updates", src, 0, job_id=b["job_id"], update_id=b["update_id"],
+                facet="first", version=version(_TOP - at, _TOP - src.offset), at=at)
+
+
+def _update_requested(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    return [_row("updates", src, 0, job_id=b["job_id"], update_id=b["update_id"],
+                 facet="request", version=version(_nonneg(b["at"]), src.offset), at=b["at"],
+                 state="REQUESTED", requested_by=b["requested_by"],
+                 to_instance_count=_nonneg(b["config"]["instance_count"]),
+                 settings_json=json.dumps(b["settings"], sort_keys=True)),
+            _first_seen(b, src, b["at"])]
+
+
+def _update_state_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    try:
+        record = json.loads(b["record_json"])["update"]
+        counts = (_nonneg(int(record["old_count"])), _nonneg(int(record["new_count"])))
+        resume_to = record["status"].get("resume_to") or ""
+        settings = {_SETTINGS[k]: v for k, v in record["settings"].items() if k in _SETTINGS}
+    except (ValueError, KeyError, TypeError, AttributeError):  # shown without the record
+        counts, resume_to, settings = (0, 0), "", {}
+    return [_row("updates", src, 0, job_id=b["job_id"], update_id=b["update_id"],
+                 facet="state", version=version(1, _nonneg(b["at"]), src.offset), at=b["at"],
+                 state=b["state"], previous_state=b["previous_state"], reason=b["reason"],
+                 from_version=b["from_version"], to_version=b["to_version"],
+                 from_instance_count=counts[0], to_instance_count=counts[1],
+                 done=list(b["done"]), failed=list(b["failed"]),
+                 in_flight=list(b["in_flight"]), resume_to=resume_to,
+                 settings_json=json.dumps(settings, sort_keys=True) if settings else ""),
+            _first_seen(b, src, b["at"])]
+
+
+def _job_update_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    """A refused request ends its update REJECTED; a refused command is kept as the
+    update's newest refused command (one naming no update is not shown)."""
+    reason = "; ".join(b["reasons"])
+    if b["command"] != "update":
+        if not b["update_id"]:
+            return []
+        return [_row("updates", src, 0, job_id=b["job_id"], update_id=b["update_id"],
+                     facet="command", version=version(_nonneg(b["at"]), src.offset),
+                     at=b["at"], state="REJECTED", command=b["command"], reason=reason)]
+    return [_row("updates", src, 0, job_id=b["job_id"], update_id=b["update_id"],
+                 facet="state", version=version(0, _nonneg(b["at"]), src.offset), at=b["at"],
+                 state="REJECTED", command="update", reason=reason),
+            _first_seen(b, src, b["at"])]
+
+
 # ---- hosts -----------------------------------------------------------------------------
 def _host_registered(b: dict[str, Any], src: SourcePos) -> list[Row]:
     return [_row("hosts", src, 0, host=b["host"], facet="registration",
@@ -255,6 +361,28 @@ def _offer_received(b: dict[str, Any], src: SourcePos) -> list[Row]:
                  labels=o["labels"], available=o["available"], generation=o["generation"],
                  port_range_begin=o["port_range_begin"], port_range_end=o["port_range_end"])
             for i, o in enumerate(b["offers"])]
+
+
+# host-events is keyed by host, but offsets start again after a dev broker restart: order
+# a host's state by event time, then offset (as the other host facets).
+def _host_state_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    common = dict(host=b["host"], at=b["at"], state=b["state"],
+                  previous_state=b["previous_state"], present=b["present"],
+                  reason=b["reason"], deadline=b["deadline_ms"])
+    return [_row("host_states", src, 0, version=version(b["at"], src.offset),
+                 labels=b["labels"], **common),
+            _row("host_events", src, 0, kind="STATE_CHANGED", **common)]
+
+
+def _host_drain_progressed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    moved = "; ".join(b["moved"])
+    return [_row("host_events", src, 0, host=b["host"], at=b["at"], kind="DRAIN",
+                 reason=f"{b['reason']} (moved: {moved})" if moved else b["reason"])]
+
+
+def _host_maintenance_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    return [_row("host_events", src, 0, host=b["host"], at=b["at"], kind="REJECTED",
+                 command=b["command"], reason=b["reason"])]
 
 
 # ---- pools, dead letters ---------------------------------------------------------------
@@ -345,10 +473,15 @@ def _dead_letter_recorded(b: dict[str, Any], src: SourcePos) -> list[Row]:
 _PROJECTIONS: Mapping[str, Callable[[dict[str, Any], SourcePos], list[Row]]] = {
     "JobSubmitted": _job_submitted,
     "JobCreated": _job_created,
+    "JobSpecChanged": _job_spec_changed,
+    "JobUpdateRequested": _update_requested,
+    "UpdateStateChanged": _update_state_changed,
+    "JobUpdateRejected": _job_update_rejected,
     "JobRejected": _job_rejected,
     "JobStateChanged": _job_state_changed,
     "JobKillRequested": _job_kill_requested,
     "TaskStateChanged": _task_state_changed,
+    "TaskHealthChanged": _task_health_changed,
     "TasksAdmitted": _tasks_admitted,
     "AdmissionDeferred": _admission_deferred,
     "PlacementFailed": _placement_failed,
@@ -357,6 +490,9 @@ _PROJECTIONS: Mapping[str, Callable[[dict[str, Any], SourcePos], list[Row]]] = {
     "HostStatusReported": _host_status_reported,
     "HostLost": _host_lost,
     "OfferReceived": _offer_received,
+    "HostStateChanged": _host_state_changed,
+    "HostMaintenanceRejected": _host_maintenance_rejected,
+    "HostDrainProgressed": _host_drain_progressed,
     "EntitlementUpdated": _entitlement_updated,
     "DeadLetterRecorded": _dead_letter_recorded,
     "ResourcePoolCreateRequested": _pool_requested("ResourcePoolCreateRequested"),

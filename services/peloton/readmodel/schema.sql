@@ -11,7 +11,8 @@
 
 CREATE DATABASE IF NOT EXISTS {db};
 
--- facets: spec (JobSubmitted, then JobCreated), submitted, created, state, kill
+-- facets: spec (JobSubmitted, then JobCreated, then each JobSpecChanged), submitted,
+-- created, state, kill
 CREATE TABLE IF NOT EXISTS {db}.jobs (
     job_id String,
     facet LowCardinality(String),
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS {db}.jobs (
     src_index UInt32
 ) ENGINE = ReplacingMergeTree(version) ORDER BY (job_id, facet);
 
--- facets: state (TaskStateChanged), reason (admission / placement), status (agent report)
+-- facets: state (TaskStateChanged), reason (admission / placement), status (agent report),
+-- health (TaskHealthChanged)
 CREATE TABLE IF NOT EXISTS {db}.tasks (
     job_id String,
     instance UInt32,
@@ -53,11 +55,15 @@ CREATE TABLE IF NOT EXISTS {db}.tasks (
     exit_code Nullable(Int32),
     failures UInt32,
     sandbox String,
+    config_version UInt32 DEFAULT 1,
     src_topic LowCardinality(String),
     src_partition UInt32,
     src_offset UInt64,
     src_index UInt32
 ) ENGINE = ReplacingMergeTree(version) ORDER BY (job_id, instance, facet);
+
+-- the job config version a run runs (TaskStateChanged.v3); stores made before it gain it
+ALTER TABLE {db}.tasks ADD COLUMN IF NOT EXISTS config_version UInt32 DEFAULT 1;
 
 CREATE TABLE IF NOT EXISTS {db}.task_events (
     job_id String,
@@ -71,12 +77,45 @@ CREATE TABLE IF NOT EXISTS {db}.task_events (
     reason String,
     exit_code Nullable(Int32),
     failures UInt32,
+    config_version UInt32 DEFAULT 1,
     src_topic LowCardinality(String),
     src_partition UInt32,
     src_offset UInt64,
     src_index UInt32
 ) ENGINE = ReplacingMergeTree
 ORDER BY (job_id, instance, src_topic, src_partition, src_offset, src_index, at);
+
+ALTER TABLE {db}.task_events ADD COLUMN IF NOT EXISTS config_version UInt32 DEFAULT 1;
+
+-- a job's rolling updates, one row per (job_id, update_id, facet): `state` (the job
+-- manager's UpdateStateChanged, or REJECTED from JobUpdateRejected), `request` (the user's
+-- JobUpdateRequested: REQUESTED until answered), `first` (the earliest fact seen: its
+-- `at` is the update's created_at) and `command` (the newest refused command)
+CREATE TABLE IF NOT EXISTS {db}.updates (
+    job_id String,
+    update_id String,
+    facet LowCardinality(String),
+    version UInt256,
+    at Int64,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    reason String,
+    command LowCardinality(String),
+    from_version Int32,
+    to_version Int32,
+    from_instance_count UInt32,
+    to_instance_count UInt32,
+    done Array(Int32),
+    failed Array(Int32),
+    in_flight Array(Int32),
+    resume_to LowCardinality(String),
+    settings_json String,
+    requested_by String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY (job_id, update_id, facet);
 
 -- facets: registration, heartbeat, lost, offer
 CREATE TABLE IF NOT EXISTS {db}.hosts (
@@ -101,6 +140,42 @@ CREATE TABLE IF NOT EXISTS {db}.hosts (
     src_offset UInt64,
     src_index UInt32
 ) ENGINE = ReplacingMergeTree(version) ORDER BY (host, facet);
+
+-- one row per host: its maintenance state (UP, DRAINING, DRAINED, DOWN) and presence as
+-- the host manager last announced them (HostStateChanged, topic host-events)
+CREATE TABLE IF NOT EXISTS {db}.host_states (
+    host String,
+    version UInt256,
+    at Int64,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    present Bool,
+    labels Map(String, String),
+    reason String,
+    deadline Nullable(Int64),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree(version) ORDER BY host;
+
+-- every maintenance fact about a host: state changes and refused requests (REJECTED)
+CREATE TABLE IF NOT EXISTS {db}.host_events (
+    host String,
+    at Int64,
+    kind LowCardinality(String),
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    present Bool,
+    command LowCardinality(String),
+    reason String,
+    deadline Nullable(Int64),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (host, src_topic, src_partition, src_offset, src_index);
 
 CREATE TABLE IF NOT EXISTS {db}.pools (
     pool String,

@@ -6,7 +6,11 @@ and tables if missing (schema.sql; idempotent) and serves:
 - `insert(rows)`: projector rows, one INSERT per table per call;
 - the queries behind the HTTP API (`get_job`, `list_jobs`, `tasks_of_job`, `task`,
   `hosts`, `pools`, `pool_configs`, `pool_request`, `preemptions`, `host_log_url`,
-  `run_host`, `dead_letters`).
+  `run_host`, `dead_letters`, `host_events`, `updates_of_job`, `update`). A host's
+  maintenance (`maintenance_state` UP/DRAINING/DRAINED/DOWN, `maintenance_deadline`,
+  `maintenance_reason`) comes from the host manager's HostStateChanged (UP when none was
+  read yet); its `runs` are the runs whose latest state is on it (`ON_HOST`: a process
+  may exist there).
 Latest-state queries read with FINAL and combine an entity's facet rows (see schema.sql).
 Query results are plain JSON-ready dicts (times are epoch milliseconds).
 
@@ -28,6 +32,7 @@ from typing import Any
 
 import clickhouse_connect
 
+from peloton.model.taskstate import ON_HOST
 from peloton.readmodel.projector import COLUMNS, Row
 
 __all__ = ["Store", "WAITING_STATES", "host_state", "shown_reason"]
@@ -74,13 +79,17 @@ SELECT instance,
     anyIf(exit_code, facet = 'state') AS v_exit_code,
     anyIf(failures, facet = 'state') AS v_failures,
     anyIf(at, facet = 'state') AS v_updated_at,
+    anyIf(config_version, facet = 'state') AS v_config_version,
     countIf(facet = 'reason') AS v_has_pending,
     anyIf(reason, facet = 'reason') AS v_pending_reason,
     anyIf(run, facet = 'reason') AS v_pending_run,
     anyIf(at, facet = 'reason') AS v_pending_at,
     countIf(facet = 'status') AS v_has_status,
     anyIf(run, facet = 'status') AS v_status_run,
-    anyIf(sandbox, facet = 'status') AS v_sandbox
+    anyIf(sandbox, facet = 'status') AS v_sandbox,
+    countIf(facet = 'health') AS v_has_health,
+    anyIf(run, facet = 'health') AS v_health_run,
+    anyIf(state, facet = 'health') AS v_health
 FROM {db}.tasks FINAL
 WHERE job_id = {job_id:String} {instance_filter}
 GROUP BY instance
@@ -89,7 +98,8 @@ ORDER BY instance
 """
 
 _HISTORY_SELECT = """
-SELECT instance, run, state, previous_state, reason, host, exit_code, failures, at
+SELECT instance, run, state, previous_state, reason, host, exit_code, failures, at,
+    config_version
 FROM {db}.task_events FINAL
 WHERE job_id = {job_id:String} {instance_filter}
 ORDER BY instance, run, src_offset, src_index
@@ -124,6 +134,51 @@ FROM {db}.hosts FINAL
 {where}
 GROUP BY host
 ORDER BY host
+"""
+
+_HOST_STATE_SELECT = """
+SELECT host, state, reason, deadline, present, at FROM {db}.host_states FINAL {where}
+"""
+
+_HOST_RUNS_SELECT = """
+SELECT host, job_id, instance, run, state FROM {db}.tasks FINAL
+WHERE facet = 'state' AND host IS NOT NULL AND state IN {states:Array(String)} {host_filter}
+ORDER BY host, job_id, instance
+"""
+
+_ON_HOST = sorted(s.value for s in ON_HOST)
+
+_UPDATE_SELECT = """
+SELECT job_id, update_id,
+    countIf(facet = 'state') AS v_has_state,
+    anyIf(state, facet = 'state') AS v_state,
+    anyIf(previous_state, facet = 'state') AS v_previous_state,
+    anyIf(reason, facet = 'state') AS v_reason,
+    anyIf(at, facet = 'state') AS v_state_at,
+    anyIf(from_version, facet = 'state') AS v_from_version,
+    anyIf(to_version, facet = 'state') AS v_to_version,
+    anyIf(from_instance_count, facet = 'state') AS v_from_instance_count,
+    anyIf(to_instance_count, facet = 'state') AS v_to_instance_count,
+    anyIf(done, facet = 'state') AS v_done,
+    anyIf(failed, facet = 'state') AS v_failed,
+    anyIf(in_flight, facet = 'state') AS v_in_flight,
+    anyIf(resume_to, facet = 'state') AS v_resume_to,
+    anyIf(settings_json, facet = 'state') AS v_settings_json,
+    countIf(facet = 'request') AS v_has_request,
+    anyIf(at, facet = 'request') AS v_requested_at,
+    anyIf(requested_by, facet = 'request') AS v_requested_by,
+    anyIf(settings_json, facet = 'request') AS v_request_settings_json,
+    anyIf(to_instance_count, facet = 'request') AS v_request_instance_count,
+    anyIf(at, facet = 'first') AS v_created_at,
+    countIf(facet = 'command') AS v_has_command,
+    anyIf(command, facet = 'command') AS v_command,
+    anyIf(at, facet = 'command') AS v_command_at,
+    anyIf(reason, facet = 'command') AS v_command_reason
+FROM {db}.updates FINAL
+{where}
+GROUP BY job_id, update_id
+HAVING countIf(facet IN ('state', 'request')) > 0
+ORDER BY v_created_at DESC, update_id
 """
 
 _POOL_COLUMNS = ("pool", "parent", "cycle", "at", "capacity", "reservation", "limit",
@@ -305,8 +360,33 @@ class Store:
     def hosts(self, host: str | None = None) -> list[dict[str, Any]]:
         where = "" if host is None else "WHERE host = {host:String}"
         params = {} if host is None else {"host": host}
-        return [_host(_strip(r)) for r in self._query(_HOST_SELECT.replace("{where}", where),
-                                                        **params)]
+        found = [_host(_strip(r)) for r in self._query(_HOST_SELECT.replace("{where}", where),
+                                                         **params)]
+        states = {r["host"]: r for r in self._query(
+            _HOST_STATE_SELECT.replace("{where}", where), **params)}
+        runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in self._query(_HOST_RUNS_SELECT.replace(
+                "{host_filter}", "" if host is None else "AND host = {host:String}"),
+                states=_ON_HOST, **params):
+            runs[r.pop("host")].append(r)
+        for h in found:
+            st = states.get(h["host"])
+            h["maintenance_state"] = st["state"] if st else "UP"
+            h["maintenance_deadline"] = st["deadline"] if st else None
+            h["maintenance_reason"] = st["reason"] if st else ""
+            h["maintenance_at"] = st["at"] if st else None
+            h["runs"] = runs.get(h["host"], [])
+            h["task_count"] = len(h["runs"])
+        return found
+
+    def host_events(self, host: str, limit: int = 100) -> list[dict[str, Any]]:
+        """A host's maintenance facts (state changes, refused requests), newest first."""
+        return self._query(
+            """SELECT host, at, kind, state, previous_state, present, command, reason,
+                      deadline
+               FROM {db}.host_events FINAL WHERE host = {host:String}
+               ORDER BY at DESC, src_offset DESC LIMIT {limit:UInt32}""",
+            host=host, limit=max(0, limit))
 
     def host_log_url(self, host: str) -> str | None:
         found = self.hosts(host)
@@ -356,6 +436,18 @@ class Store:
                ORDER BY at DESC, job_id, instance, run LIMIT {limit:UInt32}""",
             job=job_id or "", pool=pool or "", limit=max(0, limit))
 
+    def updates_of_job(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's updates, newest first (see `_update` for the shape)."""
+        return [_update(_strip(r)) for r in self._query(
+            _UPDATE_SELECT.replace("{where}", "WHERE job_id = {job_id:String}"),
+            job_id=job_id)]
+
+    def update(self, update_id: str) -> dict[str, Any] | None:
+        """One update by id (the newest, should two jobs share an id)."""
+        found = self._query(_UPDATE_SELECT.replace("{where}", "WHERE update_id = {uid:String}"),
+                            uid=update_id)
+        return _update(_strip(found[0])) if found else None
+
     def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         return self._query(
             """SELECT at, service, source_topic, partition, offset, reason, key, value_size,
@@ -393,7 +485,41 @@ def _task(r: Mapping[str, Any]) -> dict[str, Any]:
         "instance": r["instance"], "run": r["run"], "state": r["state"],
         "previous_state": r["previous_state"], "host": r["host"], "reason": shown_reason(r),
         "exit_code": r["exit_code"], "failures": r["failures"], "updated_at": r["updated_at"],
+        "config_version": r["config_version"],
         "sandbox": r["sandbox"] if r["has_status"] and r["status_run"] == r["run"] else None,
+        # PENDING (running, no passing check yet), HEALTHY, UNHEALTHY; None: no check
+        "health": r["health"] if r["has_health"] and r["health_run"] == r["run"] else None,
+    }
+
+
+def _update(r: Mapping[str, Any]) -> dict[str, Any]:
+    """An update: `state` REQUESTED (not answered yet), REJECTED (with `reason`) or the job
+    manager's update state; `instances` is how many instances it may touch."""
+    answered = bool(r["has_state"])
+    settings_json = (r["settings_json"] if answered and r["settings_json"]
+                     else r["request_settings_json"])
+    counts = ((r["from_instance_count"], r["to_instance_count"]) if answered
+              else (0, r["request_instance_count"]))
+    rejection = None
+    if r["has_command"]:
+        rejection = {"command": r["command"], "at": r["command_at"],
+                     "reason": r["command_reason"]}
+    return {
+        "job_id": r["job_id"], "update_id": r["update_id"],
+        "state": r["state"] if answered else "REQUESTED",
+        "previous_state": (r["previous_state"] or None) if answered else None,
+        "reason": r["reason"] if answered else "waiting for the job manager",
+        "from_version": r["from_version"] if answered else None,
+        "to_version": r["to_version"] if answered else None,
+        "from_instance_count": counts[0], "to_instance_count": counts[1],
+        "instances": max(counts), "done": list(r["done"]), "failed": list(r["failed"]),
+        "in_flight": list(r["in_flight"]), "resume_to": r["resume_to"] or None,
+        "settings": json.loads(settings_json) if settings_json else {},
+        "requested_by": r["requested_by"] if r["has_request"] else None,
+        "requested_at": r["requested_at"] if r["has_request"] else None,
+        "created_at": r["created_at"],
+        "updated_at": r["state_at"] if answered else r["requested_at"],
+        "last_command_rejection": rejection,
     }
 
 

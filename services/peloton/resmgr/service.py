@@ -28,8 +28,9 @@ __all__ = ["ResourceManagerCore"]
 
 class ResourceManagerCore:
     #: 2: the tick's undo record replaced the decision batch; ledger rows carry
-    #: requeued_at and reason_at.
-    snapshot_version: int = 2
+    #: requeued_at and reason_at. 3: ledger rows carry the run's pinned_host. 4: ledger
+    #: rows carry the run's config_version, jobs their later spec versions.
+    snapshot_version: int = 4
     inputs: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",
                                "respool-events", "respool-requested")
     replay: tuple[str, ...] = ("job-events", "tasks-admitted", "offer-received",

@@ -9,6 +9,7 @@ Contract:
   An early fact is held until what it needs arrives, never dropped:
   * a placement whose JobCreated, host or host incarnation is not known yet waits (at
     most `hold_ms` from when it was read), then is launched, or rejected with the reason;
+    so does one whose config version's spec (its JobSpecChanged) is not known yet;
   * a launch (our own TaskLaunchRequested) or a HostLost for a host incarnation whose
     HostRegistered was not read yet is applied when it registers;
   * a run's end (agent status or job event) read before its launch or placement makes
@@ -27,8 +28,11 @@ Contract:
   incarnations become HostLost; placements waiting for validation become
   TaskLaunchRequested (one batch per host) or PlacementRejected (stale: the host is gone,
   a new incarnation, or the resources or ports were taken meanwhile; never double-booked);
-  hosts whose free resources changed are offered again (OfferReceived). The state change
-  of a tick is exactly the fold of the events it returns (plus `prune`).
+  host maintenance moves on (maintenance.py: drained hosts, presence announcements,
+  HostStateChanged); hosts whose free resources changed are offered again (OfferReceived).
+  The state change of a tick is exactly the fold of the events it returns (plus `prune`).
+- Maintenance (maintenance.py): a host not UP is offered as unavailable and placements
+  onto it are rejected.
 - Heartbeats (HostStatusReported) count only when read live (`received_ms` given): the
   fold of a replayed heartbeat does nothing (the shell skips them unread on replay, see
   service.py), because liveness after a restart starts fresh: `after_restart(now_ms)`
@@ -47,6 +51,20 @@ Contract:
   that already hold it is the resource manager's preemption, not the host manager's).
   A reader of an offer must therefore treat `free` and `slack` as ONE pool: a run placed
   or launched (revocable or not) and not yet counted by an offer takes room from both.
+- Holds (Mesos' reservations with a persistent volume): when a run whose launch carried a
+  `volume` (a stateful instance) ends on its host while its task may run again, the room
+  it held stays held there for its (job, instance) (`HostRecord.holds`, one hold per task):
+  offers leave it out of `free` and `slack` and list it in `holds`, and only a placement
+  of a later run of that task may use it (validation adds it back for that run). A hold
+  is made only by the end of a run this book counted on the host (a run released by its
+  host's loss holds nothing), and ends when a later run of the task is launched (its
+  allocation takes over) or ends, when the task is killed for good (a KILLING change, or
+  a KILLED one that does not end a preemption: neither from PREEMPTING nor with a reason
+  starting "PREEMPTED"), when its job ends, when its host incarnation is lost at or after
+  the held run's launch (or replaced), or when retention forgets its job. Each of these is
+  kept as a per-task fact (`JobRecord.void`: the highest run whose room may not be held;
+  the job's `terminal`), so any order of the same facts leaves the same holds; a run's
+  launch read after its end makes the hold then, as the end would have.
 - Bounded state (`prune`, run from tick every retention_ms / 10 of event time): a job's
   record (spec, ended runs, decided rounds) leaves once the job is terminal (or its
   JobCreated was never seen), no run of it holds resources or waits for a decision, and no
@@ -64,6 +82,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from peloton.hostmgr.domain import maintenance
 from peloton.hostmgr.domain.launch import is_revocable, launch_record
 from peloton.hostmgr.domain.records import (
     PAST_INCARNATIONS,
@@ -71,8 +90,10 @@ from peloton.hostmgr.domain.records import (
     HostRecord,
     JobRecord,
     Pending,
+    RoomHold,
     RunAlloc,
     RunKey,
+    TaskKey,
 )
 from peloton.model.event import Event
 from peloton.model.ids import run_id
@@ -99,6 +120,18 @@ def _before_launch(previous: Any) -> bool:
         return False
 
 
+_PREEMPTED = "PREEMPTED"  # how the job manager's reason of a preempted run starts
+
+
+def _killed_for_good(ch: Body) -> bool:
+    """Whether a TaskStateChanged change kills its task for good (a kill requested of the
+    job manager, not the end of a preemption, after which the task runs again)."""
+    if ch["state"] == TaskState.KILLING:
+        return True
+    return (ch["state"] == TaskState.KILLED and ch.get("previous_state") != TaskState.PREEMPTING
+            and not str(ch.get("reason") or "").startswith(_PREEMPTED))
+
+
 _SCAN_GAP = 64
 """A run's end visits the runs it ends one by one up to this many; beyond, it looks at the
 waiting placements instead (a bogus run number must not stall the fold)."""
@@ -120,6 +153,7 @@ class HostBook:
         self.offered: dict[str, int] = {}  # host -> generation last offered
         self.next_prune = 0
         self.grace_until = 0  # no host is lost for silence before (set by after_restart)
+        self.maint = maintenance.Maintenance()  # maintenance states (maintenance.py)
 
     # ---- fold -----------------------------------------------------------------------
     def fold(self, etype: str, body: Body, received_ms: int | None = None) -> None:
@@ -155,6 +189,8 @@ class HostBook:
                 self.orphaned[(name, old.incarnation)] = sorted(run_id(*k) for k in old.runs)
             for key in old.runs:
                 self._forget_on_host(key)
+            for task in list(old.holds):
+                self._unhold(old, task)
             generation = old.generation + 1
             past = (*old.past, old.incarnation)[-PAST_INCARNATIONS:]
         host = self.hosts[name] = HostRecord(
@@ -190,20 +226,23 @@ class HostBook:
                 self._ended(key, body["at"])
                 if same:
                     assert host is not None
-                    self._release(host, key)
+                    self._hold(host, key, self._release(host, key))
 
     def _task_states(self, body: Body, _: int | None) -> None:
         job = self._job(body["job_id"], body["at"])
         for ch in body["changes"]:
+            key = (body["job_id"], ch["instance"], ch["run"])
+            if _killed_for_good(ch):
+                self._void(key[0], key[1], key[2])
             if ch["state"] in TERMINAL:
-                key = (body["job_id"], ch["instance"], ch["run"])
                 if _before_launch(ch.get("previous_state")):
                     self._withdrawn(key, body["at"])
                     continue
                 self._ended(key, body["at"])
                 where = job.on_host.get(key[1:])
                 if where is not None:
-                    self._release(self.hosts[where], key)
+                    host = self.hosts[where]
+                    self._hold(host, key, self._release(host, key))
 
     def _withdrawn(self, key: RunKey, at: int) -> None:
         """The job manager ended run `key` before it saw it launched (a kill of a queued
@@ -222,11 +261,24 @@ class HostBook:
         job = self._job(body["job_id"], body["at"])
         if body["state"] in TERMINAL_JOB:
             job.terminal = True
+            for instance in sorted(job.held):
+                self._unhold(self.hosts[job.held[instance]], (body["job_id"], instance))
 
     def _job_created(self, body: Body, _: int | None) -> None:
         job = self._job(body["job_id"], body["at"])
         if job.spec is None:
             job.spec = JobSpec.from_body(body)
+
+    def _job_spec_changed(self, body: Body, _: int | None) -> None:
+        """A later config version of a job's spec (rolling updates): placements of runs of
+        that version launch its task spec. Kept in the job's record (one made for it if
+        need be: an unknown job's record leaves with `prune`, as any spec-less one)."""
+        version = int(body["version"])
+        if version <= 1:
+            return
+        job = self._job(body["job_id"], body["at"])
+        if version not in job.versions:
+            job.versions[version] = JobSpec.from_body(body)
 
     def _ended(self, key: RunKey, at: int) -> None:
         """Run `key` (and so every earlier run of its task) has ended: no placement of
@@ -234,6 +286,7 @@ class HostBook:
         ran; earlier runs still held are left to their own end or their host's loss."""
         job = self._job(key[0], at)
         instance, run = key[1], key[2]
+        self._void(key[0], instance, run - 1)  # a later run's end: no earlier run's room
         before = job.ended.get(instance, 0)
         if before >= run:
             return
@@ -248,10 +301,11 @@ class HostBook:
         for r in moot:
             self.pending.pop((key[0], instance, r), None)
 
-    def _release(self, host: HostRecord, key: RunKey) -> None:
+    def _release(self, host: HostRecord, key: RunKey) -> RunAlloc | None:
+        """Free what run `key` holds on `host`; returns it (None: it held nothing)."""
         alloc = host.runs.pop(key, None)
         if alloc is None:
-            return
+            return None
         host.allocated = (host.allocated - alloc.resources).clamp_non_negative()
         host.used_ports.subtract(alloc.ports)
         for port in alloc.ports:
@@ -262,6 +316,45 @@ class HostBook:
             del host.job_counts[key[0]]
         host.generation += 1
         self._forget_on_host(key)
+        return alloc
+
+    # ---- holds (see the contract) ---------------------------------------------------
+    def _hold(self, host: HostRecord, key: RunKey, alloc: RunAlloc | None) -> None:
+        """Run `key`, which held `alloc` on `host`, has ended: keep its room there for its
+        task if it was stateful and its task may run again."""
+        if alloc is None or not alloc.volume:
+            return
+        job = self.jobs.get(key[0])
+        if job is None or job.terminal or key[2] <= job.void.get(key[1], 0):
+            return
+        where = job.held.get(key[1])
+        if where is not None:
+            other = self.hosts[where]
+            if other.holds[key[:2]].run >= key[2]:
+                return
+            self._unhold(other, (key[0], key[1]))
+        host.holds[(key[0], key[1])] = RoomHold(key[2], alloc.resources, alloc.at)
+        job.held[key[1]] = host.name
+        host.generation += 1
+
+    def _void(self, job_id: str, instance: int, run: int) -> None:
+        """No room of run `run` of the task, or of an earlier one, may be held any more."""
+        if run <= 0:
+            return
+        job = self._job(job_id, 0)
+        if run > job.void.get(instance, 0):
+            job.void[instance] = run
+        where = job.held.get(instance)
+        if where is not None and self.hosts[where].holds[(job_id, instance)].run <= run:
+            self._unhold(self.hosts[where], (job_id, instance))
+
+    def _unhold(self, host: HostRecord, task: TaskKey) -> None:
+        if host.holds.pop(task, None) is None:
+            return
+        host.generation += 1
+        job = self.jobs.get(task[0])
+        if job is not None and job.held.get(task[1]) == host.name:
+            del job.held[task[1]]
 
     def _forget_on_host(self, key: RunKey) -> None:
         job = self.jobs.get(key[0])
@@ -291,7 +384,8 @@ class HostBook:
             if current is None or current.round < round_:
                 self.pending[key] = Pending(
                     p["host"], p["incarnation"], Resources.from_mapping(p["resources"]),
-                    tuple(sorted(p["ports"].items())), round_, since)
+                    tuple(sorted(p["ports"].items())), round_, since,
+                    int(p.get("config_version", 1)))
 
     def _decided(self, key: RunKey, round_: int, at: int) -> None:
         job = self._job(key[0], at)
@@ -310,14 +404,17 @@ class HostBook:
             key = (launch["job_id"], launch["instance"], launch["run"])
             self._decided(key, launch["round"], at)
             alloc = RunAlloc(Resources.from_mapping(launch["resources"]),
-                             tuple(sorted(launch["ports"].values())), at)
+                             tuple(sorted(launch["ports"].values())), at,
+                             bool(launch.get("volume")))
             self._launch_fact(body["host"], body["incarnation"], key, alloc)
 
     def _launch_fact(self, name: str, incarnation: str, key: RunKey, alloc: RunAlloc) -> None:
         """Run `key` was launched on (name, incarnation): it holds `alloc` there unless it
         has ended or the host incarnation was lost after (or is gone)."""
         job = self._job(key[0], alloc.at)
-        if job.has_ended(key[1], key[2]):
+        self._void(key[0], key[1], key[2] - 1)  # its allocation takes over earlier holds
+        ended = job.has_ended(key[1], key[2])
+        if ended and not alloc.volume:
             return
         host = self.hosts.get(name)
         if host is None or host.incarnation != incarnation:
@@ -326,6 +423,9 @@ class HostBook:
                 early.launches[key] = alloc
             return
         if alloc.at <= host.lost_at or key[1:] in job.on_host:
+            return
+        if ended:  # its end was read first: it ends here, as if read after
+            self._hold(host, key, alloc)
             return
         self._allocate(host, key, alloc)
 
@@ -350,6 +450,8 @@ class HostBook:
         host.available = False
         for key in [k for k, alloc in host.runs.items() if alloc.at <= at]:
             self._release(host, key)
+        for task in [t for t, held in sorted(host.holds.items()) if held.at <= at]:
+            self._unhold(host, task)
         host.generation += 1
 
     def _offer_received(self, body: Body, _: int | None) -> None:
@@ -362,7 +464,7 @@ class HostBook:
     # ---- decide ---------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
         events: list[Event] = []
-        for decide in (self._losses, self._validate, self._offers):
+        for decide in (self._losses, self._maintenance, self._validate, self._offers):
             decided = decide(now_ms)
             for ev in decided:
                 self.fold(ev.type, ev.body)
@@ -387,9 +489,15 @@ class HostBook:
                     "runs": sorted(run_id(*k) for k in host.runs)}))
         return events
 
+    def _maintenance(self, now_ms: int) -> list[Event]:
+        return maintenance.tick(self, now_ms)  # folded as decided (again: idempotent)
+
     def _revocable(self, key: RunKey) -> bool:
-        job = self.jobs.get(key[0])
-        return job is not None and job.spec is not None and is_revocable(job.spec, key[1])
+        """Whether the waiting placement `key` is of a revocable run (by its version's
+        spec; False while that spec is not known)."""
+        job, p = self.jobs.get(key[0]), self.pending.get(key)
+        spec = None if job is None or p is None else job.spec_of(p.config_version)
+        return spec is not None and is_revocable(spec, key[1])
 
     def _validate(self, now_ms: int) -> list[Event]:
         launches: dict[str, list[Body]] = {}
@@ -399,11 +507,13 @@ class HostBook:
             p = self.pending[key]
             reason, may_wait = self._problem(key, p, taken)
             if reason is None:
-                spec = self.jobs[key[0]].spec
+                spec = self.jobs[key[0]].spec_of(p.config_version)
                 assert spec is not None
                 launches.setdefault(p.host, []).append(launch_record(spec, key, p))
                 res, ports = taken.get(p.host, (Resources(), set()))
-                taken[p.host] = (res + p.resources, ports | {x for _, x in p.ports})
+                # the room of its own hold was never in `free`: only the rest is taken
+                used = p.resources - self._own_hold(self.hosts[p.host], key)
+                taken[p.host] = (res + used, ports | {x for _, x in p.ports})
             elif not may_wait or now_ms - p.since > self.hold_ms:
                 rejections.append({"job_id": key[0], "instance": key[1], "run": key[2],
                                    "host": p.host, "reason": reason, "round": p.round})
@@ -428,11 +538,16 @@ class HostBook:
             return f"host {host.name}: incarnation {p.incarnation} never registered", True
         if not host.available:
             return f"host {host.name} is lost", False
+        if (blocked := maintenance.blocked_reason(self, host.name)) is not None:
+            return blocked, False
         job = self.jobs.get(key[0])
         if job is None or job.spec is None:
             return f"unknown job {key[0]} (no JobCreated read)", True
+        if job.spec_of(p.config_version) is None:
+            return (f"unknown config version {p.config_version} of job {key[0]} "
+                    "(no JobSpecChanged read)"), True
         res, ports_taken = taken.get(host.name, (Resources(), set()))
-        free = (host.free - res).clamp_non_negative()
+        free = (host.free + self._own_hold(host, key) - res).clamp_non_negative()
         if not p.resources.fits_in(free):
             short = ", ".join(f"{k} {p.resources.get(k):g}>{free.get(k):g}"
                               for k in p.resources.exceeding(free))
@@ -442,6 +557,12 @@ class HostBook:
                 or any(not host.port_begin <= x <= host.port_end for x in ports)):
             return f"host {host.name}: ports {sorted(ports)} taken or out of range", False
         return None, False
+
+    @staticmethod
+    def _own_hold(host: HostRecord, key: RunKey) -> Resources:
+        """The room `host` holds for run `key`'s task from an earlier run (none: zero)."""
+        held = host.holds.get(key[:2])
+        return held.resources if held is not None and held.run < key[2] else Resources()
 
     def _offers(self, now_ms: int) -> list[Event]:
         offers = []
@@ -454,11 +575,14 @@ class HostBook:
                 "host": name, "incarnation": host.incarnation,
                 "capacity": host.capacity.as_dict(), "free": free.as_dict(),
                 "labels": host.labels, "generation": host.generation,
-                "available": host.available, "port_range_begin": host.port_begin,
+                "available": host.available and maintenance.blocked_reason(self, name) is None,
+                "port_range_begin": host.port_begin,
                 "port_range_end": host.port_end, "used_ports": sorted(host.used_ports),
                 "task_label_counts": {f"peloton.job_id={j}": n
                                       for j, n in sorted(host.job_counts.items())},
-                "slack": host.slack.as_dict()})
+                "slack": host.slack.as_dict(),
+                "holds": [{"job_id": j, "instance": i, "resources": h.resources.as_dict()}
+                          for (j, i), h in sorted(host.holds.items())]})
         if not offers:
             return []
         return [Event("OfferReceived", "offers", {"at": now_ms, "offers": offers})]
@@ -475,6 +599,9 @@ class HostBook:
         for job_id in [j for j, job in self.jobs.items()
                        if (job.terminal or job.spec is None) and not job.on_host
                        and job.last_at < horizon and j not in waiting]:
+            job = self.jobs[job_id]
+            for instance in sorted(job.held):
+                self._unhold(self.hosts[job.held[instance]], (job_id, instance))
             del self.jobs[job_id]
         for where in [w for w, early in self.early.items() if early.first_at < horizon]:
             del self.early[where]
@@ -502,4 +629,8 @@ _FOLDS: dict[str, _Fold] = {
     "HostLost": HostBook._host_lost,
     "OfferReceived": HostBook._offer_received,
     "JobCreated": HostBook._job_created,
+    "JobSpecChanged": HostBook._job_spec_changed,
+    "HostMaintenanceRequested": maintenance.fold_request,
+    "HostStateChanged": maintenance.fold_state_changed,
+    "HostMaintenanceRejected": maintenance.fold_rejected,
 }

@@ -1,4 +1,10 @@
-"""What an agent gets to launch one run: the task spec, its ports and Peloton's env (pure)."""
+"""What an agent gets to launch one run: the task spec, its ports and Peloton's env (pure).
+
+`spec` is the spec of the run's config version (the placement's `config_version`): the
+launch carries that version and the agent gets it as env `PELOTON_CONFIG_VERSION`.
+The task's health check (`health_check_json`) and stateful volume path (`volume`) travel
+as they are in the spec (None when absent); the agent runs the one and mounts the other.
+"""
 
 from __future__ import annotations
 
@@ -23,11 +29,14 @@ def launch_record(spec: JobSpec, key: RunKey, p: Pending) -> dict[str, Any]:
     ports = dict(p.ports)
     env = dict(task.env)
     env.update({"PELOTON_JOB_ID": key[0], "PELOTON_INSTANCE_ID": str(key[1]),
-                "PELOTON_TASK_ID": run_id(*key)})
+                "PELOTON_TASK_ID": run_id(*key),
+                "PELOTON_CONFIG_VERSION": str(p.config_version)})
     for declared in task.ports:
         name, _, env_name = declared.partition(":")
         if name in ports:
             env[env_name or f"PORT_{name.upper()}"] = str(ports[name])
     return {"job_id": key[0], "instance": key[1], "run": key[2], "command": task.command,
             "env": env, "resources": p.resources.as_dict(), "ports": ports,
-            "kill_grace_period_s": task.kill_grace_period_s, "round": p.round}
+            "kill_grace_period_s": task.kill_grace_period_s, "round": p.round,
+            "health_check_json": task.get("health_check_json"), "volume": task.get("volume"),
+            "config_version": p.config_version}

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
 
-__all__ = ["RunKey", "RunAlloc", "HostRecord", "JobRecord", "Pending", "Early",
-           "PAST_INCARNATIONS"]
+__all__ = ["RunKey", "TaskKey", "RunAlloc", "RoomHold", "HostRecord", "JobRecord", "Pending",
+           "Early", "PAST_INCARNATIONS"]
 
 RunKey = tuple[str, int, int]
 """(job_id, instance, run)."""
+
+TaskKey = tuple[str, int]
+"""(job_id, instance)."""
 
 PAST_INCARNATIONS = 8
 """How many earlier incarnations of a host are remembered (to tell a stale fact about an
@@ -31,6 +34,22 @@ class RunAlloc:
     resources: Resources
     ports: tuple[int, ...]
     at: int
+    volume: bool = False
+    """The launch carried a stateful volume (TaskLaunchRequested v3 `volume`): when the
+    run ends while its task may run again, its room stays held on the host (RoomHold)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoomHold:
+    """Room kept on a host for a stateful task between two runs (Mesos' reservation of a
+    task's resources with its persistent volume): what run `run` held there, kept from
+    its end until the task's next run is launched (or the hold ends, see hosts.py)."""
+
+    run: int
+    resources: Resources
+    at: int
+    """When the launch of run `run` was decided (a host loss at or after it ends the
+    hold, as it would have ended the run)."""
 
 
 @dataclass(slots=True)
@@ -57,10 +76,24 @@ class HostRecord:
     not a set: read out of order, a run's launch can be applied before the end of the
     earlier run that held the same port, and that end must not free the port."""
     job_counts: Counter[str] = field(default_factory=Counter)  # derived; no zero entries
+    holds: dict[TaskKey, RoomHold] = field(default_factory=dict)
+    """Room held for stateful tasks between runs (one hold per task, cluster-wide)."""
+
+    @property
+    def held(self) -> Resources:
+        """The room all holds keep (summed in task order: the same bits whatever order
+        the holds were made in)."""
+        total = Resources()
+        for key in sorted(self.holds):
+            total = total + self.holds[key].resources
+        return total
 
     @property
     def free(self) -> Resources:
-        return (self.capacity - self.allocated).clamp_non_negative()
+        """What no run holds and no hold keeps."""
+        if not self.holds:
+            return (self.capacity - self.allocated).clamp_non_negative()
+        return (self.capacity - self.allocated - self.held).clamp_non_negative()
 
     @property
     def slack(self) -> Resources:
@@ -77,6 +110,10 @@ class JobRecord:
     `HostBook.prune` for when it leaves."""
 
     spec: JobSpec | None = None
+    """JobCreated's spec: config version 1."""
+    versions: dict[int, JobSpec] = field(default_factory=dict)
+    """Later config versions of the spec (JobSpecChanged, version >= 2), all kept while
+    the job's record lives: a not yet updated instance may start a run of an old one."""
     terminal: bool = False
     """The job reached a terminal job state (its spec may go once it is quiet)."""
     last_at: int = 0
@@ -88,9 +125,18 @@ class JobRecord:
     """instance -> (run, round) of the newest placement decided, for runs not known to
     have ended (one entry per task at most)."""
     on_host: dict[tuple[int, int], str] = field(default_factory=dict)  # derived from hosts
+    void: dict[int, int] = field(default_factory=dict)
+    """instance -> highest run whose room may not be held (it was killed for good, or a
+    later run of the task was launched or ended): a hold is only made for a later run."""
+    held: dict[int, str] = field(default_factory=dict)  # derived: instance -> host holding
 
     def has_ended(self, instance: int, run: int) -> bool:
         return self.ended.get(instance, 0) >= run
+
+    def spec_of(self, version: int) -> JobSpec | None:
+        """The spec of one config version (None: its JobCreated or JobSpecChanged has not
+        been read)."""
+        return self.spec if version == 1 else self.versions.get(version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +151,9 @@ class Pending:
     since: int
     """When the host manager first saw it (its read time live, the event time on replay):
     the start of the bounded wait for a job spec or host registration it still lacks."""
+    config_version: int = 1
+    """The job config version the run runs (PlacementMade v2): its launch uses that
+    version's task spec."""
 
 
 @dataclass(slots=True)

@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from peloton.jobmgr.domain import kills
+from peloton.jobmgr.domain import kills, updates
+from peloton.jobmgr.domain.daemons import is_daemon, place_daemons
+from peloton.jobmgr.domain.drains import drain_hosts
 from peloton.jobmgr.domain.folding import (
     HeldRejections,
     RejectionVerdict,
@@ -30,7 +32,9 @@ from peloton.jobmgr.domain.folding import (
     moves_forward,
     supersedes,
 )
+from peloton.jobmgr.domain.hosts import HostTable
 from peloton.jobmgr.domain.records import Batch, JobRecord, Pending, TaskRecord, change
+from peloton.jobmgr.domain.restarts import OWN_EXITS, restart_run
 from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS, ForgottenIds
 from peloton.jobmgr.domain.retries import (
     PREEMPTED,
@@ -81,6 +85,14 @@ class JobBook:
         self.watched: dict[tuple[str, int], None] = {}  # READY / PREEMPTING runs
         self.ended: dict[str, int] = {}  # terminal job -> event time it ended
         self.controller_ended: set[str] = set()  # jobs whose controller task ended
+        self.now_ms = 0  # the time of the decision being made (set by handle/tick)
+        self.hosts = HostTable()  # the host manager's view of hosts (daemons, drains)
+        self.on_host: dict[str, dict[tuple[str, int], None]] = {}  # host -> runs there
+        self.daemon_jobs: set[str] = set()
+        self.drain_reasons: dict[str, str] = {}  # draining host -> why not drained yet
+        self.updates: dict[str, updates.UpdateRecord] = {}  # job -> its newest update
+        self.update_inbox: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # undecided
+        self.answered_at: dict[str, int] = {}  # job -> newest update request answered
 
     def known(self, job_id: str) -> bool:
         return job_id in self.jobs or job_id in self.rejected or job_id in self.forgotten
@@ -99,6 +111,8 @@ class JobBook:
                 job = JobRecord(job_id, spec, tasks)
                 job.counts[S.INITIALIZED] = len(tasks)
                 self.jobs[job_id] = job
+                if is_daemon(job):
+                    self.daemon_jobs.add(job_id)
                 if job_id in self.kill_intents:  # folded first on replay: honour it
                     intent = self.kill_intents[job_id]
                     self._apply_kill_intent(job_id, [] if intent is None else sorted(intent),
@@ -113,6 +127,37 @@ class JobBook:
                 self._apply_kill_intent(job_id, body["instances"], int(body.get("at", 0)))
         elif etype == "TaskStateChanged":
             self._apply_changes(job_id, body["changes"], int(body["at"]))
+        elif etype in ("JobUpdateRequested", "UpdateCommandRequested"):
+            if int(body["at"]) > self.answered_at.get(job_id, -1) and job_id not in self.forgotten:
+                inbox = self.update_inbox.setdefault(job_id, [])
+                if (etype, body) not in inbox:
+                    inbox.append((etype, body))
+        elif etype in ("UpdateStateChanged", "JobUpdateRejected"):
+            if etype == "UpdateStateChanged":
+                self.updates[job_id] = updates.UpdateRecord.from_event(body)
+            if body["request_at"]:
+                at = self.answered_at[job_id] = max(body["request_at"],
+                                                    self.answered_at.get(job_id, -1))
+                left = [(t, b) for t, b in self.update_inbox.get(job_id, ()) if b["at"] > at]
+                if left:
+                    self.update_inbox[job_id] = left
+                else:
+                    self.update_inbox.pop(job_id, None)
+        elif etype == "JobSpecChanged":
+            known = self.jobs.get(job_id)
+            if known is not None and body["version"] not in known.versions:
+                spec = JobSpec.from_body(body)
+                known.versions[body["version"]] = spec
+                if body["version"] == max(known.versions):
+                    known.spec = spec
+        elif etype == "HostStateChanged":
+            self.hosts.apply(body)
+            if body["state"] != "DRAINING":
+                self.drain_reasons.pop(body["host"], None)
+        elif etype == "HostDrainProgressed":
+            self.drain_reasons[body["host"]] = body["reason"]
+        elif etype == "TaskHealthChanged":
+            self._apply_health(job_id, body["changes"], int(body["at"]))
         elif etype == "JobStateChanged":
             known = self.jobs.get(job_id)
             if known is not None:
@@ -145,22 +190,35 @@ class JobBook:
         if job is None:
             return
         for ch in changes:
+            while job.long_running and ch["instance"] >= len(job.tasks):  # a new instance
+                job.tasks.append(TaskRecord(len(job.tasks), since=at))
+                job.counts[S.INITIALIZED] += 1
             task = job.tasks[ch["instance"]]
             if ch["run"] < task.run:
                 continue
             new_state = S(ch["state"])
+            version = int(ch.get("config_version", 1))
             if ch["run"] > task.run:
                 task.placement_attempts = 0
                 task.placed_round = -1
+                task.health = ""
+                if version != task.config_version:
+                    task.version_failures = 0
                 self.held.run_changed(job_id, task.instance, ch["run"])
             elif task.state == S.READY == S(ch["previous_state"]) and new_state == S.PENDING:
                 task.placement_attempts += 1  # a placement timeout of this run
             if new_state == S.KILLED and not (S(ch["previous_state"]) in ON_HOST or ch["host"]):
                 task.unreached_run = ch["run"]  # no agent was told; a late launch is killed
+            task.config_version = version
             job.counts[task.state] -= 1
             job.counts[new_state] += 1
             if STAGE[new_state] > STAGE[S.PLACED]:
                 self.held.drop_task(job_id, task.instance)
+            key = (job_id, task.instance)
+            if task.host is not None:
+                self.on_host.get(task.host, {}).pop(key, None)
+            if new_state in ON_HOST and ch["host"]:
+                self.on_host.setdefault(ch["host"], {})[key] = None
             task.run = ch["run"]
             task.state = new_state
             task.host = ch["host"]
@@ -171,8 +229,13 @@ class JobBook:
             task.round = ch.get("round", -1)
             task.placed_round = max(task.placed_round, task.round)
             task.not_before_ms = ch.get("not_before_ms")
-            if new_state in (S.KILLING, S.KILLED):
-                task.kill_requested = True
+            if new_state == S.PENDING:  # a run's pin comes with its PENDING change
+                task.pinned_host = ch.get("pinned_host")
+            if job.long_running:
+                self._long_running_fold(job, task, new_state, at)
+            if new_state == S.KILLING or (new_state == S.KILLED
+                                          and not ch["reason"].startswith(PREEMPTED)):
+                task.kill_requested = True  # a kill, not the end of a preemption
             if new_state in WATCHED:
                 self.watched[(job_id, task.instance)] = None
             else:
@@ -183,9 +246,48 @@ class JobBook:
             for task in job.tasks[1:]:
                 task.kill_requested = True
 
+    def _long_running_fold(self, job: JobRecord, task: TaskRecord, state: TaskState,
+                           at: int) -> None:
+        """A long-running run's change: where its volume lives, its restart streak."""
+        if job.stateful and task.volume_host is None and task.host and state in ON_HOST:
+            task.volume_host = task.host
+        checked = job.spec_of(task.config_version).task(task.instance).get("health_check_json")
+        if state == S.RUNNING and not checked:
+            task.backoff = task.backoff.became_healthy(at)  # no check: healthy once running
+        elif state in OWN_EXITS:
+            task.backoff = task.backoff.exited(at)
+            task.version_failures += 1
+
+    def _apply_health(self, job_id: str, changes: Iterable[dict[str, Any]], at: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        for ch in changes:
+            if not 0 <= ch["instance"] < len(job.tasks):
+                continue
+            task = job.tasks[ch["instance"]]
+            if ch["run"] != task.run:
+                continue
+            task.health = ch["health"]
+            if ch["health"] == "HEALTHY":
+                task.backoff = task.backoff.became_healthy(at)
+
     # ---- decide ---------------------------------------------------------------------
     def handle(self, etype: str, body: dict[str, Any], now_ms: int) -> list[Event]:
         """Apply a live input fact, decide, apply and return the events that follow."""
+        self.now_ms = now_ms
+        if etype == "HostStateChanged":
+            if not self.hosts.apply(body):
+                return []
+            batch = Batch()
+            place_daemons(self, batch)
+            progress = drain_hosts(self, batch, now_ms)
+            return self._commit(batch, now_ms) + self._drained(progress)
+        if etype == "HostMaintenanceRejected":
+            return []
+        if etype in ("JobUpdateRequested", "UpdateCommandRequested"):
+            self.apply(etype, body)
+            return self._decide_updates(body["job_id"], now_ms)
         if etype in ("JobSubmitted", "JobKillRequested", "EntitlementUpdated"):
             self.apply(etype, body)
             if etype == "JobSubmitted" and body["job_id"] in self.submitted:
@@ -218,9 +320,25 @@ class JobBook:
                 if st["state"] in AGENT_STATES:
                     self._fact(batch, st, S(st["state"]), st["message"], host=body["host"],
                                exit_code=st["exit_code"])
+                if st.get("health"):
+                    self._health(batch, st)
         elif etype == "HostLost":
             self._lose_host(batch, body)
         return self._commit(batch, now_ms)
+
+    def _health(self, batch: Batch, st: Ref) -> None:
+        """An agent's health report of a run that runs now (a report of an older run, or
+        of a run that has ended, is stale); only a change is recorded."""
+        found = self._task(st)
+        if found is None:
+            return
+        job, task = found
+        cur = batch.pending(job.job_id, task)
+        if cur.run == st["run"] == task.run and cur.state == S.RUNNING:
+            known = batch.health_of(job.job_id, task.instance, task.health)
+            if st["health"] != known:
+                batch.health_changed(job.job_id, task.instance, st["run"], st["health"],
+                                     st.get("message", ""))
 
     def _task(self, ref: Ref) -> tuple[JobRecord, TaskRecord] | None:
         job = self.jobs.get(ref["job_id"])
@@ -312,8 +430,14 @@ class JobBook:
         failures = cur.failures + (1 if target in (S.FAILED, S.LOST) else 0)
         batch.add(job.job_id, change(
             task.instance, cur.run, target, cur.state, reason, host, exit_code, failures,
-            not_before_ms=not_before_ms, round_=round_ if target == S.PLACED else -1))
-        if target in (S.FAILED, S.LOST) and should_retry(job, task, target, failures):
+            not_before_ms=not_before_ms, round_=round_ if target == S.PLACED else -1,
+            pinned_host=task.pinned_host if target == S.PENDING else None))
+        if job.long_running:
+            if target in TERMINAL and not (task.kill_requested or job.kill_requested):
+                batch.add(job.job_id, restart_run(
+                    job, task, cur.run, target, reason, failures, self.now_ms,
+                    self.timeouts.restart_base_ms, host))
+        elif target in (S.FAILED, S.LOST) and should_retry(job, task, target, failures):
             batch.add(job.job_id, retry_run(task.instance, cur.run, target, reason, failures))
         elif (target == S.KILLED and cur.state == S.PREEMPTING
               and not (task.kill_requested or job.kill_requested)):
@@ -342,13 +466,36 @@ class JobBook:
 
     def preempt(self, victims: Iterable[Ref], now_ms: int) -> list[Event]:
         """Take back the named runs (see `kills.preempt`)."""
+        self.now_ms = now_ms
         batch = Batch()
         kills.preempt(self, batch, victims)
         return self._commit(batch, now_ms)
 
+    def _decide_updates(self, job_id: str, now_ms: int) -> list[Event]:
+        """Answer the job's undecided update requests and commands, in order."""
+        events: list[Event] = []
+        for etype, body in list(self.update_inbox.get(job_id, ())):
+            decide = updates.request if etype == "JobUpdateRequested" else updates.command
+            for ev in decide(self, body, now_ms):
+                if ev.type in ("JobUpdateRejected", "UpdateStateChanged", "JobSpecChanged"):
+                    self.apply(ev.type, ev.body)  # idempotent for those already applied
+                events.append(ev)
+            if job_id in self.update_inbox and (etype, body) in self.update_inbox[job_id]:
+                self.update_inbox[job_id].remove((etype, body))  # answered by a no-op
+        return events
+
+    def roll_now(self, job_id: str, now_ms: int) -> list[Event]:
+        """One step of the job's update and the task changes it decides."""
+        batch = Batch()
+        events = updates.roll(self, job_id, batch, now_ms)
+        return events + self._commit(batch, now_ms)
+
     def reconcile(self, now_ms: int) -> list[Event]:
         """Decide what the book shows as undecided (see the module contract)."""
+        self.now_ms = now_ms
         events: list[Event] = []
+        for job_id in sorted(self.update_inbox):
+            events.extend(self._decide_updates(job_id, now_ms))
         for job_id in sorted(self.submitted):
             events.extend(self._decide_submission(self.submitted[job_id], now_ms))
         batch = Batch()
@@ -367,6 +514,7 @@ class JobBook:
 
     def tick(self, now_ms: int) -> list[Event]:
         """The periodic decisions: reconcile, timeouts, then retention."""
+        self.now_ms = now_ms
         events = self.reconcile(now_ms)
         batch = Batch()
         for key in sorted(self.watched):
@@ -376,7 +524,12 @@ class JobBook:
             if decided is not None and not task.kill_requested:
                 self.emit(batch, job, task, decided.target, batch.pending(job.job_id, task),
                           decided.reason, None, None, not_before_ms=decided.not_before_ms)
+        for job_id in sorted(j for j, rec in self.updates.items() if rec.live):
+            events.extend(updates.roll(self, job_id, batch, now_ms))
+        place_daemons(self, batch)
+        progress = drain_hosts(self, batch, now_ms)
         events.extend(self._commit(batch, now_ms))
+        events.extend(self._drained(progress))
         self.forget(now_ms)
         return events
 
@@ -388,6 +541,13 @@ class JobBook:
             del self.ended[job_id]
             for key in [(job_id, i) for i in range(len(job.tasks))]:
                 self.watched.pop(key, None)
+            for task in job.tasks:
+                if task.host is not None:
+                    self.on_host.get(task.host, {}).pop((job_id, task.instance), None)
+            self.daemon_jobs.discard(job_id)
+            self.updates.pop(job_id, None)
+            self.update_inbox.pop(job_id, None)
+            self.answered_at.pop(job_id, None)
             self.held.drop_job(job_id, len(job.tasks))
             self.controller_ended.discard(job_id)
             self.kill_intents.pop(job_id, None)
@@ -415,6 +575,8 @@ class JobBook:
         for t in job.tasks:
             batch.add(job.job_id, change(t.instance, 1, S.PENDING, S.INITIALIZED, "created",
                                          None, None, 0))
+        if is_daemon(job):
+            place_daemons(self, batch, [job.job_id])
         return [ev, *self._commit(batch, now_ms), *self._kill_job(job.job_id, now_ms)]
 
     def _kill_job(self, job_id: str, now_ms: int) -> list[Event]:
@@ -432,9 +594,11 @@ class JobBook:
         """Apply the batch's changes as TaskStateChanged events (one per job), follow with
         job state changes, carry out what a controller's end decides, then the kills."""
         events: list[Event] = []
+        health = batch.health
         while batch.changes:
             for job_id in sorted(batch.changes):
                 changes = batch.changes[job_id]
+                self._versions(self.jobs[job_id], changes)
                 ev = Event("TaskStateChanged", job_id, {"job_id": job_id, "at": now_ms,
                                                          "changes": changes})
                 self.apply(ev.type, ev.body)
@@ -446,14 +610,39 @@ class JobBook:
                 for item in items:
                     follow.kills.setdefault(host, []).append(item)
             batch = follow
+        for job_id in sorted(health):
+            ev = Event("TaskHealthChanged", job_id, {"job_id": job_id, "at": now_ms,
+                                                      "changes": health[job_id]})
+            self.apply(ev.type, ev.body)
+            events.append(ev)
         for host in sorted(batch.kills):
             events.append(Event("TaskKillRequested", host,
                                 {"host": host, "at": now_ms, "kills": batch.kills[host]}))
         return events
 
+    def _versions(self, job: JobRecord, changes: list[dict[str, Any]]) -> None:
+        """Each change names its run's config version: the current run's, or the goal
+        version for a new run (see `updates.goal_version`)."""
+        for ch in changes:
+            if "config_version" in ch:
+                continue
+            i = ch["instance"]
+            if i >= len(job.tasks):
+                ch["config_version"] = max(job.versions)  # a new daemon instance
+            elif ch["run"] <= job.tasks[i].run:
+                ch["config_version"] = job.tasks[i].config_version
+            else:
+                ch["config_version"] = updates.goal_version(self, job, job.tasks[i])
+
+    def _drained(self, progress: list[dict[str, Any]]) -> list[Event]:
+        events = [Event("HostDrainProgressed", p["host"], p) for p in progress]
+        for ev in events:
+            self.apply(ev.type, ev.body)
+        return events
+
     def _job_state_events(self, job: JobRecord, now_ms: int) -> list[Event]:
         new_state = derive_job_state(job.counts, len(job.tasks), job.kill_requested,
-                                     job.controller_state())
+                                     job.controller_state(), long_running=job.long_running)
         if new_state == job.state:
             return []
         ev = Event("JobStateChanged", job.job_id, {

@@ -13,6 +13,9 @@
   on a host yet (`VICTIMS & QUEUED`) end KILLED and a new run starts PENDING at once.
   Preemption is never counted as a failure. Stale runs, runs in other states (PLACED,
   LAUNCHING) and tasks being killed are left alone; the resource manager chooses again.
+  So is a running instance of a long-running job whose `sla.maximumUnavailableInstances`
+  is used up (`availability.may_disrupt`): preemption honours the job's SLA as drains
+  and updates do (they count the budget themselves: `SLA_BUDGETED`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from peloton.jobmgr.domain.availability import may_disrupt
 from peloton.jobmgr.domain.records import Batch, JobRecord, change
 from peloton.jobmgr.domain.retries import PREEMPTED, requeued
 from peloton.model.taskstate import ENDING, ON_HOST, QUEUED, TERMINAL, VICTIMS, TaskState
@@ -33,6 +37,8 @@ S = TaskState
 KILL_REASON = "kill requested"
 CONTROLLER_ENDED = "controller task ended"
 _VICTIMS_ON_HOST = VICTIMS & ON_HOST
+#: Preemptions whose caller already counted the job's SLA budget (drains, updates).
+SLA_BUDGETED = frozenset({"HOST_MAINTENANCE", "UPDATE"})
 _VICTIMS_QUEUED = VICTIMS & QUEUED
 
 
@@ -79,6 +85,9 @@ def preempt(book: JobBook, batch: Batch, victims: Iterable[dict[str, Any]]) -> N
         if cur.run != ref["run"] or task.kill_requested or job.kill_requested:
             continue
         reason = f"{PREEMPTED} ({ref['reason']}: {ref['detail']})"
+        if (ref["reason"] not in SLA_BUDGETED and job.long_running
+                and cur.state in _VICTIMS_ON_HOST and not may_disrupt(job, batch)):
+            continue  # its SLA allows no more instances down: the resmgr chooses again
         if cur.state in _VICTIMS_ON_HOST and cur.host:
             book.emit(batch, job, task, S.PREEMPTING, cur, reason, None, None)
             grace = job.spec.task(task.instance).kill_grace_period_s

@@ -13,7 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from peloton.model.spec import JobSpec
+from peloton.model.backoff import RestartBackoff
+from peloton.model.spec import LONG_RUNNING, JobSpec, JobType
 from peloton.model.taskstate import JobState, TaskState
 
 __all__ = ["TaskRecord", "JobRecord", "Change", "Pending", "Batch", "change"]
@@ -40,6 +41,12 @@ class TaskRecord:
     placement_attempts: int = 0  # placement timeouts of the current run
     unreached_run: int = 0  # a run that ended here before any agent was told (kill it later)
     placed_round: int = -1  # the newest placement round of this run seen (any state)
+    health: str = ""  # the current run's health (model.health.HealthState; "" = none yet)
+    backoff: RestartBackoff = field(default_factory=RestartBackoff)  # long-running jobs
+    pinned_host: str | None = None  # the current run may only be placed there
+    volume_host: str | None = None  # a stateful instance's volume lives on this host
+    config_version: int = 1  # the job config version the current run runs
+    version_failures: int = 0  # runs at config_version that ended on their own, in a row
 
 
 @dataclass(slots=True)
@@ -51,6 +58,23 @@ class JobRecord:
     counts: Counter[TaskState] = field(default_factory=Counter)
     kill_requested: bool = False
     ended_at: int | None = None  # event time the job became terminal (retention counts)
+    versions: dict[int, JobSpec] = field(default_factory=dict)  # config version -> spec
+
+    def __post_init__(self) -> None:
+        self.versions.setdefault(1, self.spec)
+
+    def spec_of(self, version: int) -> JobSpec:
+        """The spec a run of `version` runs (the newest one for an unknown version)."""
+        return self.versions.get(version, self.spec)
+
+    @property
+    def long_running(self) -> bool:
+        """SERVICE, STATEFUL and DAEMON instances run until stopped (restarted on exit)."""
+        return self.spec.type in LONG_RUNNING
+
+    @property
+    def stateful(self) -> bool:
+        return self.spec.type == JobType.STATEFUL
 
     @property
     def has_controller(self) -> bool:
@@ -64,12 +88,12 @@ class JobRecord:
 def change(
     instance: int, run: int, state: TaskState, previous: TaskState, reason: str,
     host: str | None, exit_code: int | None, failures: int, *,
-    not_before_ms: int | None = None, round_: int = -1,
+    not_before_ms: int | None = None, round_: int = -1, pinned_host: str | None = None,
 ) -> Change:
     return {"instance": instance, "run": run, "state": state.value,
             "previous_state": previous.value, "reason": reason, "host": host,
             "exit_code": exit_code, "failures": failures, "not_before_ms": not_before_ms,
-            "round": round_}
+            "round": round_, "pinned_host": pinned_host}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +114,7 @@ class Batch:
     def __init__(self) -> None:
         self.changes: dict[str, list[Change]] = {}
         self.kills: dict[str, list[dict[str, Any]]] = {}
+        self.health: dict[str, list[dict[str, Any]]] = {}  # TaskHealthChanged entries
         self._latest: dict[tuple[str, int], Change] = {}
         self._rounds: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (run, round)
 
@@ -121,5 +146,17 @@ class Batch:
             {"job_id": job_id, "instance": instance, "run": run, "grace_period_s": grace_s,
              "reason": reason})
 
+    def health_changed(self, job_id: str, instance: int, run: int, health: str,
+                       reason: str) -> None:
+        self.health.setdefault(job_id, []).append(
+            {"instance": instance, "run": run, "health": health, "reason": reason})
+
+    def health_of(self, job_id: str, instance: int, recorded: str) -> str:
+        """The run's health as the book (`recorded`) plus this batch show it."""
+        for entry in reversed(self.health.get(job_id, ())):
+            if entry["instance"] == instance:
+                return str(entry["health"])
+        return recorded
+
     def __bool__(self) -> bool:
-        return bool(self.changes) or bool(self.kills)
+        return bool(self.changes) or bool(self.kills) or bool(self.health)

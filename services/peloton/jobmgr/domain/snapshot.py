@@ -16,44 +16,56 @@ from typing import Any
 
 from peloton.jobmgr.domain.book import JobBook
 from peloton.jobmgr.domain.folding import HeldRejections
+from peloton.jobmgr.domain.hosts import HostTable
 from peloton.jobmgr.domain.records import JobRecord, TaskRecord
 from peloton.jobmgr.domain.retention import ForgottenIds
 from peloton.jobmgr.domain.timeouts import WATCHED, Timeouts
-from peloton.model.spec import JobSpec
-from peloton.model.taskstate import TERMINAL, JobState, TaskState
+from peloton.jobmgr.domain.updates import UpdateRecord
+from peloton.model.backoff import RestartBackoff
+from peloton.model.spec import LONG_RUNNING, JobSpec, JobType
+from peloton.model.taskstate import ON_HOST, TERMINAL, JobState, TaskState
 
 __all__ = ["SNAPSHOT_VERSION", "TASK_FIELDS", "book_to_data", "book_from_data"]
 
-SNAPSHOT_VERSION = 2  # 2: placed_round per task
+SNAPSHOT_VERSION = 3  # 2: placed_round per task; 3: long-running jobs (health, backoff,
+#                        pins, config versions, updates, hosts)
 TASK_FIELDS = ("run", "state", "host", "failures", "reason", "exit_code", "kill_requested",
                "since", "round", "not_before_ms", "placement_attempts", "unreached_run",
-               "placed_round")
+               "placed_round", "health", "backoff", "pinned_host", "volume_host",
+               "config_version", "version_failures")
 
 
 def _task_row(t: TaskRecord) -> list[Any]:
     return [t.run, t.state.value, t.host, t.failures, t.reason, t.exit_code,
             t.kill_requested, t.since, t.round, t.not_before_ms, t.placement_attempts,
-            t.unreached_run, t.placed_round]
+            t.unreached_run, t.placed_round, t.health, t.backoff.to_dict(), t.pinned_host,
+            t.volume_host, t.config_version, t.version_failures]
 
 
 def _task(instance: int, row: list[Any]) -> TaskRecord:
     if len(row) != len(TASK_FIELDS):
         raise ValueError(f"task row of {len(row)} fields, expected {len(TASK_FIELDS)}")
     (run, state, host, failures, reason, exit_code, kill_requested, since, round_,
-     not_before_ms, attempts, unreached, placed_round) = row
+     not_before_ms, attempts, unreached, placed_round, health, backoff, pinned,
+     volume_host, config_version, version_failures) = row
     return TaskRecord(
         instance, int(run), TaskState(state), None if host is None else str(host),
         int(failures), str(reason), None if exit_code is None else int(exit_code),
         bool(kill_requested), int(since), int(round_),
         None if not_before_ms is None else int(not_before_ms), int(attempts), int(unreached),
-        int(placed_round))
+        int(placed_round), str(health), RestartBackoff.from_dict(_mapping(backoff, "backoff")),
+        None if pinned is None else str(pinned),
+        None if volume_host is None else str(volume_host), int(config_version),
+        int(version_failures))
 
 
 def book_to_data(book: JobBook) -> dict[str, Any]:
     return {
         "jobs": {job_id: {"spec": job.spec.to_body(), "state": job.state.value,
                           "kill_requested": job.kill_requested, "ended_at": job.ended_at,
-                          "tasks": [_task_row(t) for t in job.tasks]}
+                          "tasks": [_task_row(t) for t in job.tasks],
+                          "versions": {str(v): spec.to_body() for v, spec
+                                       in sorted(job.versions.items()) if v > 1}}
                  for job_id, job in sorted(book.jobs.items())},
         "rejected": {job_id: [reasons, book.rejected_at[job_id]]
                      for job_id, reasons in sorted(book.rejected.items())},
@@ -65,6 +77,13 @@ def book_to_data(book: JobBook) -> dict[str, Any]:
         "leaf_pools": None if book.leaf_pools is None else sorted(book.leaf_pools),
         "forgotten": book.forgotten.to_data(),
         "held_rejections": book.held.to_data(),
+        "hosts": book.hosts.to_data(),
+        "drain_reasons": dict(sorted(book.drain_reasons.items())),
+        "updates": {job_id: [rec.update_id, rec.reason, rec.to_json()]
+                    for job_id, rec in sorted(book.updates.items())},
+        "update_inbox": {job_id: [[t, b] for t, b in inbox]
+                         for job_id, inbox in sorted(book.update_inbox.items())},
+        "answered_at": dict(sorted(book.answered_at.items())),
     }
 
 
@@ -100,12 +119,18 @@ def _book_from_data(data: dict[str, Any], retention_ms: int,
         spec = JobSpec.from_body(_mapping(raw["spec"], f"jobs.{job_id}.spec"))
         tasks = [_task(i, _list(row, f"jobs.{job_id}.tasks.{i}"))
                  for i, row in enumerate(_list(raw["tasks"], f"jobs.{job_id}.tasks"))]
-        if spec.job_id != job_id or len(tasks) != spec.instance_count:
+        daemon = spec.type == JobType.DAEMON  # its instances come and go with hosts
+        if spec.job_id != job_id or (len(tasks) != spec.instance_count
+                                     and spec.type not in LONG_RUNNING):
             raise ValueError(f"job {job_id}: spec and tasks do not match")
-        job = JobRecord(job_id, spec, tasks, JobState(raw["state"]),
+        versions = {1: spec, **{int(v): JobSpec.from_body(_mapping(b, f"jobs.{job_id}.v{v}"))
+                                for v, b in _mapping(raw["versions"], "versions").items()}}
+        job = JobRecord(job_id, versions[max(versions)], tasks, JobState(raw["state"]),
                         Counter(t.state for t in tasks), bool(raw["kill_requested"]),
-                        None if raw["ended_at"] is None else int(raw["ended_at"]))
+                        None if raw["ended_at"] is None else int(raw["ended_at"]), versions)
         book.jobs[job_id] = job
+        if daemon:
+            book.daemon_jobs.add(job_id)
         if job.ended_at is not None:
             book.ended[job_id] = job.ended_at
         if job.has_controller and tasks[0].state in TERMINAL:
@@ -113,6 +138,8 @@ def _book_from_data(data: dict[str, Any], retention_ms: int,
         for t in tasks:
             if t.state in WATCHED:
                 book.watched[(job_id, t.instance)] = None
+            if t.state in ON_HOST and t.host:
+                book.on_host.setdefault(t.host, {})[(job_id, t.instance)] = None
     for job_id, (reasons, at) in _mapping(data["rejected"], "rejected").items():
         book.rejected[job_id] = [str(r) for r in _list(reasons, f"rejected.{job_id}")]
         book.rejected_at[job_id] = int(at)
@@ -131,4 +158,14 @@ def _book_from_data(data: dict[str, Any], retention_ms: int,
     book.held = HeldRejections.from_data(
         [_list(row, "held_rejections row") for row in
          _list(data["held_rejections"], "held_rejections")])
+    book.hosts = HostTable.from_data(_mapping(data["hosts"], "hosts"))
+    for job_id, (update_id, reason, record) in _mapping(data["updates"], "updates").items():
+        book.updates[job_id] = UpdateRecord.from_event(
+            {"job_id": job_id, "update_id": update_id, "reason": reason, "record_json": record})
+    book.update_inbox = {str(j): [(str(t), dict(b)) for t, b in _list(v, "update_inbox")]
+                         for j, v in _mapping(data["update_inbox"], "update_inbox").items()}
+    book.answered_at = {str(j): int(v) for j, v in
+                        _mapping(data["answered_at"], "answered_at").items()}
+    book.drain_reasons = {str(k): str(v) for k, v in
+                          _mapping(data["drain_reasons"], "drain_reasons").items()}
     return book

@@ -108,7 +108,7 @@ def controller_job_state(state: TaskState) -> JobState:
 
 def derive_job_state(
     counts: Mapping[TaskState, int], instance_count: int, killing: bool,
-    controller: TaskState | None = None,
+    controller: TaskState | None = None, *, long_running: bool = False,
 ) -> JobState:
     """Peloton's rule order: the first matching rule wins.
 
@@ -120,9 +120,14 @@ def derive_job_state(
     1. SUCCEEDED >= N -> SUCCEEDED; 2. SUCCEEDED+FAILED+LOST >= N -> FAILED;
     3. some KILLED and all terminal -> KILLED; 4. a kill in progress -> KILLING;
     5. any RUNNING -> RUNNING; 6. otherwise PENDING.
+
+    A long-running job (SERVICE, STATEFUL, DAEMON: `long_running`) never "succeeds": its
+    instances are restarted until stopped, so see `_long_running_state`.
     """
     succeeded = counts.get(S.SUCCEEDED, 0)
     terminal = sum(counts.get(s, 0) for s in TERMINAL)
+    if long_running:
+        return _long_running_state(counts, instance_count, killing, terminal)
     if controller is not None and controller in TERMINAL:
         if terminal >= instance_count:
             return controller_job_state(controller)
@@ -135,6 +140,18 @@ def derive_job_state(
         return JobState.KILLED
     if killing:
         return JobState.KILLING
+    if counts.get(S.RUNNING, 0) > 0:
+        return JobState.RUNNING
+    return JobState.PENDING
+
+
+def _long_running_state(counts: Mapping[TaskState, int], instance_count: int, killing: bool,
+                        terminal: int) -> JobState:
+    """A stopped job ends KILLED once nothing of it runs (KILLING until then); else it is
+    RUNNING while any instance runs, PENDING before (a daemon with no matching host yet
+    is PENDING too)."""
+    if killing:
+        return JobState.KILLED if terminal >= instance_count else JobState.KILLING
     if counts.get(S.RUNNING, 0) > 0:
         return JobState.RUNNING
     return JobState.PENDING

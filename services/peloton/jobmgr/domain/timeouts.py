@@ -35,9 +35,11 @@ class Timeouts:
     placement_ms: int = 10 * 60_000
     placement_backoff_unit_ms: int = 5 * 60_000  # Peloton's placement backoff unit
     preempt_ms: int = 10 * 60_000
+    restart_base_ms: int = 30_000  # Peloton's service restart backoff base (see restarts)
 
     def __post_init__(self) -> None:
-        for name in ("placement_ms", "placement_backoff_unit_ms", "preempt_ms"):
+        for name in ("placement_ms", "placement_backoff_unit_ms", "preempt_ms",
+                     "restart_base_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 

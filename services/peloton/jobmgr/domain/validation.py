@@ -15,13 +15,15 @@ from collections.abc import Collection
 from typing import Any
 
 from peloton.model.constraint import ConstraintError, parse_constraint
+from peloton.model.health import HealthCheck, HealthCheckError
 
 __all__ = ["validate_submission", "MAX_INSTANCES", "MAX_FAILURES_CAP", "DEFAULT_GRACE_S"]
 
 MAX_INSTANCES = 100_000
 MAX_FAILURES_CAP = 100
 DEFAULT_GRACE_S = 10.0
-SUPPORTED_TYPES = ("BATCH",)
+SUPPORTED_TYPES = ("BATCH", "SERVICE", "STATEFUL", "DAEMON")
+LONG_RUNNING = ("SERVICE", "STATEFUL", "DAEMON")  # instances run until stopped
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _STRATEGIES = {None: "PACK", "PACK": "PACK", "PACK_HOST": "PACK",
                "SPREAD": "SPREAD", "SPREAD_JOB": "SPREAD"}
@@ -65,6 +67,7 @@ def _task_spec(cfg: dict[str, Any], path: str, problems: list[str],
     grace = cfg.get("kill_grace_period_s")
     if grace is not None and (not math.isfinite(grace) or grace < 0):
         problems.append(f"{path}.killGracePeriodSeconds: must be >= 0 (got {grace})")
+    health = _check_health(cfg.get("health_check_json"), path, problems)
     revocable = bool(cfg.get("revocable")) or bool(sla["revocable"])
     if cfg.get("revocable") and not sla["preemptible"]:
         problems.append(f"{path}.revocable: revocable tasks need a preemptible job "
@@ -81,7 +84,55 @@ def _task_spec(cfg: dict[str, Any], path: str, problems: list[str],
         "kill_grace_period_s": DEFAULT_GRACE_S if grace is None else grace,
         "controller": bool(cfg.get("controller")),
         "revocable": revocable,
+        "health_check_json": health,
+        "volume": cfg.get("volume") or None,
     }
+
+
+def _check_health(raw: str | None, path: str, problems: list[str]) -> str | None:
+    """The healthCheck JSON a job file parser produced, checked again (anyone may publish
+    a JobSubmitted) and normalised."""
+    if raw is None:
+        return None
+    try:
+        check = HealthCheck.from_body(json.loads(raw), f"{path}.healthCheck")
+    except (HealthCheckError, json.JSONDecodeError) as exc:
+        problems.append(str(exc) if isinstance(exc, HealthCheckError)
+                        else f"{path}.healthCheck: not valid JSON")
+        return None
+    return json.dumps(check.to_body(), sort_keys=True)
+
+
+def _check_type(sub: dict[str, Any], tasks: list[tuple[str, dict[str, Any]]],
+                problems: list[str]) -> str:
+    """The job type rules (Peloton's, plus STATEFUL and DAEMON) and the type JobCreated
+    carries: a SERVICE whose tasks keep a volume is STATEFUL."""
+    kind, n, sla = sub["type"], sub["instance_count"], sub["sla"]
+    volumes = [path for path, t in tasks if t["volume"]]
+    if kind not in LONG_RUNNING:
+        for path, t in tasks:
+            if t["health_check_json"]:
+                problems.append(f"{path}.healthCheck: only SERVICE, STATEFUL and DAEMON "
+                                "tasks take a health check (a batch task's exit is its "
+                                "result)")
+            if t["volume"]:
+                problems.append(f"{path}.volume: only SERVICE and STATEFUL jobs keep a "
+                                "volume (use type: STATEFUL)")
+        return kind
+    if sla["minimum_running_instances"] > 1 or sla["maximum_running_instances"]:
+        problems.append("sla.minimumRunningInstances: SERVICE, STATEFUL and DAEMON jobs "
+                        "are not gang scheduled and take no running-instance bounds")
+    if kind == "DAEMON":
+        if n:
+            problems.append(f"instanceCount: a DAEMON job runs one instance on every "
+                            f"matching host; do not set it (got {n})")
+        problems.extend(f"{path}.volume: a DAEMON job keeps no volume" for path in volumes)
+        return kind
+    if kind == "STATEFUL" and len(volumes) < len(tasks):
+        missing = [path for path, t in tasks if not t["volume"]]
+        problems.append(f"{missing[0]}.volume: a STATEFUL job needs a volume "
+                        "{containerPath: ...} on every task")
+    return "STATEFUL" if volumes else kind
 
 
 def _check_controller(sub: dict[str, Any], n: int, problems: list[str]) -> None:
@@ -134,9 +185,11 @@ def validate_submission(
     if not sub["name"].strip():
         problems.append("name: must not be empty")
     if sub["type"] not in SUPPORTED_TYPES:
-        problems.append(f"type: {sub['type']} jobs are not supported yet (supported: BATCH)")
+        problems.append(f"type: must be one of {', '.join(SUPPORTED_TYPES)}, got {sub['type']}")
     n = sub["instance_count"]
-    if not 1 <= n <= MAX_INSTANCES:
+    if sub["type"] == "DAEMON":
+        pass  # no instanceCount: one instance per matching host (see _check_type)
+    elif not 1 <= n <= MAX_INSTANCES:
         problems.append(f"instanceCount: must be 1..{MAX_INSTANCES}, got {n}")
     pool = sub["respool"]
     if known_pools is not None and pool not in known_pools:
@@ -160,16 +213,24 @@ def validate_submission(
         spec = _task_spec(merged, f"instanceConfig.{key}", problems, sub["sla"])
         if spec != default_task:
             instance_tasks[str(int(key))] = spec
+    tasks = [("defaultConfig", default_task)] + [
+        (f"instanceConfig.{k}", t) for k, t in instance_tasks.items()]
+    job_type = _check_type(sub, tasks, problems)
+    max_unavailable = sub["sla"].get("maximum_unavailable_instances")
+    if max_unavailable is not None and (max_unavailable < 0 or (
+            job_type != "DAEMON" and max_unavailable > n)):
+        problems.append(f"sla.maximumUnavailableInstances: must be 0..instanceCount ({n}), "
+                        f"got {max_unavailable}")
     if problems:
         return None, problems
     sla = sub["sla"]
     return {
         "job_id": sub["job_id"], "at": now_ms, "name": sub["name"], "owner": sub["owner"],
-        "type": sub["type"], "respool": pool, "labels": dict(sub["labels"]),
+        "type": job_type, "respool": pool, "labels": dict(sub["labels"]),
         "instance_count": n, "priority": sla["priority"], "preemptible": sla["preemptible"],
         "revocable": sla["revocable"], "gang_size": gang_size,
         "placement_strategy": strategy, "default_task": default_task,
-        "instance_tasks": instance_tasks,
+        "instance_tasks": instance_tasks, "max_unavailable": max_unavailable,
     }, []
 
 

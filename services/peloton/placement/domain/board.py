@@ -1,9 +1,10 @@
 """What the placement service knows between rounds, folded from facts (pure).
 
 Contract:
-- `fold` applies JobCreated (decoded once into a `JobSpec`), JobStateChanged (a finished
-  job), TasksAdmitted (runs to place), PlacementMade and PlacementRejected (its own
-  decisions and hostmgr's refusals), TaskLaunchRequested (a placement reached its host),
+- `fold` applies JobCreated (decoded once into a `JobSpec`), JobSpecChanged (a later
+  config version of a job's spec), JobStateChanged (a finished job), TasksAdmitted (runs
+  to place), PlacementMade and PlacementRejected (its own decisions and hostmgr's
+  refusals), TaskLaunchRequested (a placement reached its host),
   TaskStateChanged (runs that ended, went back to PENDING or are on a host) and
   OfferReceived (hosts' free and slack resources). Idempotent (every record may come
   twice) and blind to the order across topics: runbook.py states how each fact about a
@@ -14,6 +15,23 @@ Contract:
   PlacementMade / PlacementFailed events (already folded). A run waiting for its
   JobCreated makes the board dirty when that JobCreated arrives, so it never waits for
   an unrelated change.
+- Pins: a run admitted with a `pinned_host` (TasksAdmitted v2) is placed on that host
+  only, and while it waits its PlacementFailed reason starts `waiting for host <host>
+  (the run is pinned to it)` (see pins.py).
+- Holds: room the host's offer holds for a stateful task between runs (OfferReceived v3
+  `holds`) is given to no run but a pinned run of that task. Such a run (not a gang
+  member) is placed first in the round, alone against its host's `held_view` (the hold
+  added back), so its reason, per-filter counts included, is about that room; the rest
+  of the round is placed afterwards, against the views that already count it.
+- Config versions (rolling updates): JobCreated is version 1 of a job's spec, each
+  JobSpecChanged a later one (`versions`, every version kept while the job lives: a not
+  yet updated instance may start a new run of an old version). A run is placed with the
+  task spec of its own version (`config_version` of its TasksAdmitted v2; job-level
+  fields, i.e. priority, gang size and strategy, stay JobCreated's), and its
+  PlacementMade entry carries that version. A run whose version's spec is not known yet
+  waits like a run admitted before its JobCreated, and the JobSpecChanged makes the
+  board dirty. A JobSpecChanged of a job the board does not know (never seen, or gone
+  after its end) is ignored: JobCreated comes first on the job's partition.
 - Gangs: the gang rule is the spec's (`spec.gang_id` / `gang_members`). One case is the
   board's: a gang member hostmgr refused after its gang was placed together (a mate was
   placed, reached its host or ended) is placed alone, as a retried member is; a gang
@@ -53,9 +71,11 @@ from peloton.model.taskstate import (
 )
 from peloton.placement.domain.engine import place
 from peloton.placement.domain.hostviews import Hold, HostViews, Offer
-from peloton.placement.domain.requests import Requests
+from peloton.placement.domain.pins import pinned_reason
+from peloton.placement.domain.requests import Request, Requests
 from peloton.placement.domain.runbook import RunBook, RunKey, Where
-from peloton.placement.domain.snapshotdata import as_dict, as_list
+from peloton.placement.domain.snapshotdata import as_dict, as_list, as_row
+from peloton.placement.domain.types import Placement
 
 __all__ = ["PlacementBoard", "RunKey", "DEFAULT_RETENTION_MS"]
 
@@ -68,7 +88,8 @@ _JOB = itemgetter(0)
 class PlacementBoard:
     def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
-        self.jobs: dict[str, JobSpec] = {}
+        self.jobs: dict[str, JobSpec] = {}  # JobCreated's spec (config version 1)
+        self.versions: dict[str, dict[int, JobSpec]] = {}  # job -> version (>= 2) -> spec
         self.finished: dict[str, int] = {}  # job -> event time of its terminal state
         self.book = RunBook()
         self.hosts = HostViews()
@@ -124,6 +145,24 @@ class PlacementBoard:
             self._waiting.discard(job_id)
             self._dirty = True
 
+    def _job_spec_changed(self, body: dict[str, Any]) -> None:
+        job_id, version = body["job_id"], int(body["version"])
+        known = self.versions.setdefault(job_id, {}) if job_id in self.jobs else None
+        if known is None or version <= 1 or version in known:
+            return
+        known[version] = JobSpec.from_body(body)
+        if job_id in self._waiting:
+            self._waiting.discard(job_id)
+            self._dirty = True
+
+    def _spec_of(self, job_id: str, version: int | None) -> JobSpec | None:
+        """The spec of one config version of a job (None: not known yet)."""
+        if version == 1:
+            return self.jobs.get(job_id)
+        if version is None:
+            return None
+        return self.versions.get(job_id, {}).get(version)
+
     def _job_state_changed(self, body: dict[str, Any]) -> None:
         if JobState(body["state"]) in TERMINAL_JOB:
             self.finished[body["job_id"]] = max(body["at"], self.finished.get(body["job_id"], 0))
@@ -133,7 +172,9 @@ class PlacementBoard:
     def _tasks_admitted(self, body: dict[str, Any]) -> None:
         at = body["at"]
         for t in body["tasks"]:
-            if self.book.admit((t["job_id"], t["instance"], t["run"]), at, self.clock):
+            pinned = t.get("pinned_host") or None  # absent in v1 records
+            if self.book.admit((t["job_id"], t["instance"], t["run"]), at, self.clock,
+                               pinned, int(t.get("config_version", 1))):
                 self._dirty = True
 
     def _placement_made(self, body: dict[str, Any]) -> None:
@@ -141,7 +182,7 @@ class PlacementBoard:
         self.round = max(self.round, round_)
         for p in body["placements"]:
             key = (p["job_id"], p["instance"], p["run"])
-            if self.book.placed(key, round_, self.clock):
+            if self.book.placed(key, round_, self.clock, int(p.get("config_version", 1))):
                 host = p["host"]
                 self.hosts.hold(key, Hold(host, self._resources_of(p["resources"]),
                                           tuple(p["ports"].values()), self._revocable(key),
@@ -164,7 +205,8 @@ class PlacementBoard:
             round_ = launch.get("round", -1)
             self.round = max(self.round, round_)
             placed = self.hosts.holds.get(key)
-            if self.book.launched(key, round_, self.clock):
+            if self.book.launched(key, round_, self.clock,
+                                  int(launch.get("config_version", 1))):
                 base = placed.base if placed is not None and placed.host == host else 0
                 self.hosts.hold(key, Hold(host, self._resources_of(launch["resources"]),
                                           tuple(launch["ports"].values()),
@@ -199,8 +241,14 @@ class PlacementBoard:
         self._requests.forget_run(key[0], key[1])
 
     def _revocable(self, key: RunKey) -> bool:
-        spec = self.jobs.get(key[0])
-        return spec is not None and self._requests.revocable(spec, key[1])
+        """Whether the run uses revocable resources (by its version's spec; JobCreated's
+        while that version is not known)."""
+        run = self.book.runs.get(key)
+        version = 1 if run is None or run.config_version is None else run.config_version
+        spec = self._spec_of(key[0], version)
+        if spec is None:
+            spec, version = self.jobs.get(key[0]), 1
+        return spec is not None and self._requests.revocable(spec, key[1], version)
 
     def _resources_of(self, values: dict[str, float]) -> Resources:
         """`Resources.from_mapping`, memoised: a few shapes recur in every event."""
@@ -223,33 +271,44 @@ class PlacementBoard:
         if not self._dirty or not self.book.queue:
             return []
         self._dirty = False
-        known: list[RunKey] = []
+        known: list[tuple[RunKey, JobSpec]] = []
+        runs = self.book.runs
         for key in self._in_order():
-            if key[0] not in self.jobs:
+            spec = self._spec_of(key[0], runs[key].config_version)
+            if spec is None:  # its JobCreated, JobSpecChanged or admission not read yet
                 self._waiting.add(key[0])
             elif len(known) < _MAX_ROUND:
-                known.append(key)
-        requests = [self._requests.get(self.jobs[k[0]], k[1], k[2], self._gang_gone(k))
-                    for k in known]
-        result = place(self.hosts.table(), [r.request for r in requests])
-        by_task = {r.request.task_id: (k, r) for r, k in zip(requests, known, strict=True)}
+                known.append((key, spec))
+        requests = [self._requests.get(spec, k[1], k[2], self._gang_gone(k),
+                                       runs[k].pinned_host, runs[k].config_version or 1)
+                    for k, spec in known]
+        by_task = {r.request.task_id: (k, r)
+                   for r, (k, _) in zip(requests, known, strict=True)}
+        held, unplaced = self._place_held(requests, known)
+        result = place(self.hosts.table(),
+                       [r.request for r in requests if r.request.task_id not in unplaced
+                        and r.request.task_id not in held])
+        unplaced.update(result.unplaced)
         self.round = max(self.round + 1, now_ms)
         events: list[Event] = []
         placements = []
-        for p in result.placements:
+        for p in [*held.values(), *result.placements]:
             key, req = by_task[p.task_id]
             placements.append({"job_id": key[0], "instance": key[1], "run": key[2],
                                "host": p.host,
                                "incarnation": self.hosts.offers[p.host].body["incarnation"],
-                               "resources": req.spec_resources, "ports": dict(p.ports)})
+                               "resources": req.spec_resources, "ports": dict(p.ports),
+                               "config_version": req.version})
         if placements:
             ev = Event("PlacementMade", str(self.round),
                        {"at": now_ms, "round": self.round, "placements": placements})
             self.fold(ev.type, ev.body)
             events.append(ev)
         failed = []
-        for tid, reason in sorted(result.unplaced.items()):
-            key = by_task[tid][0]
+        for tid, reason in sorted(unplaced.items()):
+            key, req = by_task[tid]
+            if req.pinned_host is not None:
+                reason = pinned_reason(req.pinned_host, self.hosts.offers, reason)
             if self.reasons.get(key) != reason:
                 self.reasons[key] = reason
                 failed.append({"job_id": key[0], "instance": key[1], "run": key[2],
@@ -258,6 +317,32 @@ class PlacementBoard:
             events.append(Event("PlacementFailed", str(self.round),
                                 {"at": now_ms, "round": self.round, "tasks": failed}))
         return events
+
+    def _place_held(self, requests: list[Request], known: list[tuple[RunKey, JobSpec]],
+                    ) -> tuple[dict[str, Placement], dict[str, str]]:
+        """Place the pinned runs whose host holds room for their task, each alone on its
+        host's `held_view`, in round order (see the module doc). Returns the placements
+        and the reasons of those not placed, by task id; each placement already holds its
+        room in the views, so the rest of the round cannot take it."""
+        placed: dict[str, Placement] = {}
+        unplaced: dict[str, str] = {}
+        for req, (key, _) in zip(requests, known, strict=True):
+            host = req.pinned_host
+            if host is None or req.request.gang_size > 1:
+                continue
+            view = self.hosts.held_view(host, key[:2])
+            if view is None:
+                continue
+            result = place([view], [req.request])
+            if not result.placements:
+                unplaced.update(result.unplaced)
+                continue
+            (p,) = result.placements
+            placed[p.task_id] = p
+            self.hosts.hold(key, Hold(host, self._resources_of(req.spec_resources),
+                                      tuple(p.ports.values()), self._revocable(key),
+                                      self.hosts.generation(host)))
+        return placed, unplaced
 
     def _gang_gone(self, key: RunKey) -> bool:
         """True when the run is a gang member (spec.gang_id) whose gang already went
@@ -309,6 +394,7 @@ class PlacementBoard:
             self.book.forget_job(job, keys)
             self._requests.forget_job(job)
             self.jobs.pop(job, None)
+            self.versions.pop(job, None)
             self._rank.pop(job, None)
             self.finished.pop(job, None)
             self._waiting.discard(job)
@@ -327,6 +413,8 @@ class PlacementBoard:
             "next_sweep": self._next_sweep, "dirty": self._dirty,
             "orphans_dropped": self.orphans_dropped,
             "jobs": [spec.to_body() for spec in self.jobs.values()],
+            "versions": {job: [[v, spec.to_body()] for v, spec in sorted(per.items())]
+                         for job, per in self.versions.items() if per},
             "finished": dict(self.finished), "waiting": sorted(self._waiting),
             "reasons": [[*key, reason] for key, reason in self.reasons.items()],
             "book": self.book.to_data(), "hosts": self.hosts.to_data(),
@@ -349,6 +437,20 @@ class PlacementBoard:
             board.jobs[spec.job_id] = spec
             board._rank[spec.job_id] = -spec.priority
             board._requests.check(spec)
+        for job, per in as_dict(state.get("versions", {}), "versions").items():
+            if job not in board.jobs:
+                raise ValueError(f"placement snapshot: versions of an unknown job {job}")
+            for row in as_list(per, "a job's versions"):
+                version, body = as_row(row, 2, "a version")
+                version = int(version)
+                if version <= 1:
+                    raise ValueError(f"placement snapshot: job {job} version {version}")
+                try:
+                    spec = JobSpec.from_body(as_dict(body, "job"))
+                except AttributeError as exc:
+                    raise TypeError(f"placement snapshot: unreadable job: {exc}") from exc
+                board.versions.setdefault(str(job), {})[version] = spec
+                board._requests.check(spec, version)
         board.finished = {str(j): int(at) for j, at in as_dict(state["finished"],
                                                                 "finished").items()}
         board._waiting = {str(j) for j in as_list(state["waiting"], "waiting")}
@@ -364,6 +466,7 @@ class PlacementBoard:
 
 _FOLDS = {
     "JobCreated": PlacementBoard._job_created,
+    "JobSpecChanged": PlacementBoard._job_spec_changed,
     "JobStateChanged": PlacementBoard._job_state_changed,
     "TasksAdmitted": PlacementBoard._tasks_admitted,
     "PlacementMade": PlacementBoard._placement_made,

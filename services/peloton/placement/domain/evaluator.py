@@ -13,6 +13,9 @@ Host-label constraints and task-label constraints on labels the group does not c
 all-or-nothing per host (0 or BIG). AND takes the minimum of its parts, OR the maximum:
 the OR then holds for at least that many steps, which may under-use a host (an OR whose
 branch becomes true only after some steps) but never breaks the constraint.
+
+`host_names` reads from a constraint the hosts it allows by name (`hostname` is a label
+every host carries), so the engine filters a pinned run's group over those hosts only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from peloton.model.constraint import (
+    HOSTNAME_LABEL,
     JOB_LABEL,
     AndConstraint,
     Condition,
@@ -36,7 +40,7 @@ from peloton.model.constraint import (
 from peloton.placement.domain.framework import BIG, CycleState, TaskGroup
 from peloton.placement.domain.hostindex import BoolArray, IntArray
 
-__all__ = ["limits", "holds_now", "is_static", "task_labels", "hard_parts"]
+__all__ = ["limits", "holds_now", "is_static", "task_labels", "hard_parts", "host_names"]
 
 
 def hard_parts(c: AndConstraint | OrConstraint) -> list[HardConstraint]:
@@ -103,6 +107,25 @@ def task_labels(c: HardConstraint, job_id: str) -> set[str]:
     if isinstance(c, LabelConstraint) and c.kind is LabelKind.TASK:
         return {c.label}
     return set()
+
+
+def host_names(c: HardConstraint) -> frozenset[str] | None:
+    """The host names ``c`` can only hold on (None: it does not restrict hosts by name).
+
+    A superset is fine (the constraint itself is still evaluated on them): `hostname`
+    equal to or in some names, or such a HOST label constraint, names them; an AND names
+    what its named parts have in common; anything else restricts nothing by name.
+    """
+    if isinstance(c, AndConstraint):
+        named = [n for n in map(host_names, hard_parts(c)) if n is not None]
+        return frozenset.intersection(*named) if named else None
+    if isinstance(c, HostLabelConstraint) and c.key == HOSTNAME_LABEL:
+        if c.op in (LabelOp.EQUALS, LabelOp.IN):
+            return frozenset(c.values)
+    elif (isinstance(c, LabelConstraint) and c.kind is LabelKind.HOST and c.key == HOSTNAME_LABEL
+          and c.condition.holds(1, c.requirement) and not c.condition.holds(0, c.requirement)):
+        return frozenset((c.value,))
+    return None
 
 
 def _host_label_mask(state: CycleState, c: HostLabelConstraint, hosts: IntArray) -> BoolArray:

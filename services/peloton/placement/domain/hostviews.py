@@ -24,6 +24,12 @@ allocations) is then read conservatively, never optimistically.
   nothing. Until an offer counts it a launch is counted twice at worst (conservative).
 - Offers are idempotent and may be redelivered late: an offer older than the one held
   (lower generation and not newer in time) is ignored.
+- Room hostmgr holds for a stateful task between its runs (OfferReceived v3 `holds`, one
+  per (job, instance)) is in neither `free` nor `slack` of the offer, so no view gives it
+  to anyone; `held_view(host, task)` is the view of that host for a run of that task
+  only: its hold's room added back. A run of such a task placed or launched there and not
+  counted by an offer yet takes from the host's view only what its hold does not cover
+  (hostmgr lets it use its hold first), so the room is never counted twice.
 
 Cost per round: one `HostTable` is kept between rounds; only hosts whose offer or holds
 changed get their view recomputed and their row updated (a host joining or leaving
@@ -32,6 +38,7 @@ rebuilds the table, in host-name order).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from peloton.model.resources import Resources
@@ -77,7 +84,7 @@ class Offer:
     """A host's latest offer, with the parts every view of it shares (read-only)."""
 
     __slots__ = ("body", "name", "at", "generation", "free", "slack", "capacity", "labels",
-                 "label_counts", "_ports_free")
+                 "label_counts", "holds", "_ports_free")
 
     def __init__(self, body: dict[str, Any], at: int) -> None:
         self.body = body
@@ -89,6 +96,9 @@ class Offer:
         self.capacity = Resources.from_mapping(body["capacity"])
         self.labels: dict[str, str] = dict(body["labels"])
         self.label_counts: dict[str, int] = dict(body["task_label_counts"])
+        self.holds: dict[tuple[str, int], Resources] = {  # absent (v1, v2): none
+            (str(h["job_id"]), int(h["instance"])): Resources.from_mapping(h["resources"])
+            for h in body.get("holds") or ()}
         self._ports_free: tuple[tuple[int, int], ...] | None = None
 
     @property
@@ -200,13 +210,26 @@ class HostViews:
         ports: set[int] = set()
         for key in runs:
             hold = self.holds[key]
-            pending = pending + hold.resources
+            own = offer.holds.get(key[:2]) if offer.holds else None
+            pending = pending + (hold.resources if own is None
+                                 else (hold.resources - own).clamp_non_negative())
             ports.update(hold.ports)
             label = f"peloton.job_id={key[0]}"
             label_counts[label] = label_counts.get(label, 0) + 1
         return HostView(name, offer.capacity, (offer.free - pending).clamp_non_negative(),
                         (offer.slack - pending).clamp_non_negative(), labels=offer.labels,
                         task_label_counts=label_counts, ports_free=offer.ports_free(ports))
+
+    def held_view(self, name: str, task: tuple[str, int]) -> HostView | None:
+        """The host's view for a run of `task` (job, instance) only: with the room the
+        host's offer holds for that task added back. None if the host is not available
+        or holds nothing for the task."""
+        offer = self.offers.get(name)
+        own = None if offer is None else offer.holds.get(task)
+        view = self.view(name) if own is not None else None
+        if view is None or own is None:
+            return None
+        return replace(view, free=view.free + own, slack_free=view.slack_free + own)
 
     # ---- snapshot -------------------------------------------------------------------
     def to_data(self) -> dict[str, Any]:

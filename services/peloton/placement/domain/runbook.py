@@ -24,6 +24,14 @@ the fact proves, never by what arrived before it:
   placement, rejection or launch proves an admission (of unknown time, 0).
 - A run is queued (`queue`, in arrival order) when it waits, holds an allocation and has
   not ended. A run never leaves the queue but by one of the facts above.
+- A run's pin (`pinned_host`, TasksAdmitted v2) holds for the whole run: the first pin
+  said about it is kept (later admissions of the run carry none or the same). A newer
+  run of the instance has its own record, so it is pinned only if its admission says so.
+- A run's config version (`config_version`, TasksAdmitted v2, PlacementMade v2,
+  TaskLaunchRequested v3: the job spec version it runs) is the same in every fact that
+  says it; the first said is kept. A run no fact has said it of yet (e.g. made by a
+  rejection read before its admission) has None, and the board does not place it until
+  its admission is read.
 
 Records of runs that wait, are placed or run on a host stay while they do (bounded by
 the live work); the board drops the records of a finished job's runs with the job.
@@ -40,6 +48,8 @@ from peloton.placement.domain.snapshotdata import as_dict, as_list, as_row
 __all__ = ["RunBook", "Run", "Where", "RunKey"]
 
 RunKey = tuple[str, int, int]
+_OLD_FIELDS = 7  # a Run's row before runs kept their pin (8 since, 9 with their version)
+_FIELDS = 9
 
 
 class Where(IntEnum):
@@ -65,6 +75,17 @@ class Run:
     since: int = 0
     """The board's clock when the record was made (orphans are dropped by it)."""
     launch_seen: bool = False
+    pinned_host: str | None = None
+    """The only host the run may be placed on (None: any host)."""
+    config_version: int | None = None
+    """The job config version the run runs (None: no fact said it yet)."""
+
+    def say_version(self, version: int | None) -> bool:
+        """A fact said the run's config version; True if it was not known before."""
+        if self.config_version is None and version is not None:
+            self.config_version = version
+            return True
+        return False
 
     @property
     def holds_allocation(self) -> bool:
@@ -72,13 +93,22 @@ class Run:
 
     def to_row(self) -> list[Any]:
         return [int(self.where), self.round, self.rejected, self.admitted_at,
-                self.returned_at, self.since, self.launch_seen]
+                self.returned_at, self.since, self.launch_seen, self.pinned_host,
+                self.config_version]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Run:
-        where, round_, rejected, admitted, returned, since, launch_seen = row
+        """A run from `to_row`, or from the 7 fields of a snapshot written before runs
+        kept their pin (then unpinned, version 1) or the 8 of one written before they kept
+        their config version (then version 1)."""
+        if len(row) < _FIELDS:
+            row = [*row, None, 1] if len(row) == _OLD_FIELDS else [*row, 1]
+        where, round_, rejected, admitted, returned, since, launch_seen, pinned, version = row
+        if pinned is not None and not isinstance(pinned, str):
+            raise TypeError(f"placement snapshot: a pin must be a string, got {pinned!r}")
         return cls(Where(int(where)), int(round_), int(rejected), int(admitted),
-                   int(returned), int(since), bool(launch_seen))
+                   int(returned), int(since), bool(launch_seen), pinned,
+                   None if version is None else int(version))
 
 
 class RunBook:
@@ -136,13 +166,18 @@ class RunBook:
         return False
 
     # ---- facts ----------------------------------------------------------------------
-    def admit(self, key: RunKey, at: int, now: int) -> bool:
-        """TasksAdmitted. True if the run joined the queue."""
+    def admit(self, key: RunKey, at: int, now: int, pinned_host: str | None = None,
+              version: int | None = 1) -> bool:
+        """TasksAdmitted (with the run's pin, if any, and its config version). True if the
+        run joined the queue, or waits in it and its version was not known before."""
         if self.is_ended(key):
             return False
         run = self._run(key, now)
         run.admitted_at = max(run.admitted_at, at)
-        return self._requeue(key, run)
+        if run.pinned_host is None:
+            run.pinned_host = pinned_host
+        said = run.say_version(version)
+        return self._requeue(key, run) or (said and key in self.queue)
 
     def give_back(self, key: RunKey, at: int, now: int) -> None:
         """A placement timeout (TaskStateChanged -> PENDING from a queued state)."""
@@ -152,12 +187,13 @@ class RunBook:
         run.returned_at = max(run.returned_at, at)
         self._requeue(key, run)
 
-    def placed(self, key: RunKey, round_: int, now: int) -> bool:
+    def placed(self, key: RunKey, round_: int, now: int, version: int | None = None) -> bool:
         """PlacementMade in `round_`. True if the run is now placed there (take a hold)."""
         if self.is_ended(key):
             return False
         run = self._run(key, now, Where.PLACED)
         run.admitted_at = max(run.admitted_at, 0)
+        run.say_version(version)
         if run.where is Where.ON_HOST or round_ <= run.rejected:
             return False
         if run.where is Where.PLACED and run.round >= round_ and run.round:
@@ -182,12 +218,14 @@ class RunBook:
         self._requeue(key, run)
         return undone
 
-    def launched(self, key: RunKey, round_: int, now: int) -> bool:
+    def launched(self, key: RunKey, round_: int, now: int,
+                 version: int | None = None) -> bool:
         """TaskLaunchRequested. True the first time (move its hold to a launch hold)."""
         if self.is_ended(key):
             return False
         run = self._run(key, now, Where.ON_HOST)
         run.admitted_at = max(run.admitted_at, 0)
+        run.say_version(version)
         if run.launch_seen:
             return False
         run.where, run.round, run.launch_seen = Where.ON_HOST, round_, True
@@ -238,7 +276,9 @@ class RunBook:
     def from_data(cls, data: dict[str, Any]) -> RunBook:
         book = cls()
         for row in as_list(data["runs"], "book.runs"):
-            row = as_row(row, 10, "a run")
+            row = as_list(row, "a run")
+            if len(row) not in (3 + _OLD_FIELDS, 4 + _OLD_FIELDS):  # older rows: see Run
+                row = as_row(row, 3 + _FIELDS, "a run")
             book.runs[(str(row[0]), int(row[1]), int(row[2]))] = Run.from_row(row[3:])
         for job, instance, run, order in as_list(data["queue"], "book.queue"):
             key = (str(job), int(instance), int(run))

@@ -21,12 +21,14 @@ Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
    (`not_before_ms` of its requeue) has passed: each leaf pool's pending gangs are
    admitted within its entitlement (peloton.resmgr.domain.admission); a gang with a
    member still in its backoff waits. Admitted tasks are published as TasksAdmitted, one
-   batch per pool; tasks left pending get their reason, published as AdmissionDeferred
-   only when it changed. Task-level `revocable` work is admitted against the slack
-   entitlement like a revocable job; `controller` tasks against the controller limit.
-   The revocable cpus divided into slack entitlements are the cpus no non-revocable run
-   holds (`revocable_capacity`), so revocable runs are the first preemption victims
-   when non-revocable work needs those cpus back.
+   batch per pool, each run with its `pinned_host` (see ledger.py; null when unpinned)
+   and its `config_version` (a run whose version no fact has said yet is not admitted:
+   it waits for its PENDING change, see ledger.py); tasks left pending get their reason,
+   published as AdmissionDeferred only when it changed. Task-level `revocable` work is
+   admitted against the slack entitlement like a revocable job; `controller` tasks
+   against the controller limit. The revocable cpus divided into slack entitlements are
+   the cpus no non-revocable run holds (`revocable_capacity`), so revocable runs are the
+   first preemption victims when non-revocable work needs those cpus back.
 The reservation check for non-preemptible work applies only when preemption is enabled,
 as in Peloton (without preemption, elastic resources lent to such work could never be
 taken back, so admitting it beyond the reservation is the lesser harm).
@@ -518,7 +520,9 @@ class ResourceManager:
             for entry in members[gang.gang_id]:
                 self._decide("admitted", _key(entry), now_ms, entry.requeues)
                 admitted[gang.pool].append(
-                    {"job_id": entry.job.job_id, "instance": entry.instance, "run": entry.run}
+                    {"job_id": entry.job.job_id, "instance": entry.instance, "run": entry.run,
+                     "pinned_host": entry.pinned_host,
+                     "config_version": entry.config_version}
                 )
         events = [
             Event("TasksAdmitted", pool, {"at": now_ms, "pool": pool, "tasks": chunk})
@@ -531,11 +535,12 @@ class ResourceManager:
         return events + self._deferred(now_ms, reasons, members, pool_of_gang)
 
     def _pending(self) -> Iterator[TaskEntry]:
-        """Pending runs (with admissions the job manager left unused), in key order."""
+        """Pending runs (with admissions the job manager left unused), in key order; runs
+        whose config version is not said yet wait (see ledger.py)."""
         pending, unused = self.ledger.pending, self.ledger.unused
         for key in sorted(pending.keys() | unused.keys()):
             entry = pending.get(key) or unused[key]
-            if not self.admitted(entry):
+            if entry.config_version is not None and not self.admitted(entry):
                 yield entry
 
     def _queues(
@@ -611,14 +616,16 @@ class ResourceManager:
     # ---- state ------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:
         """The state every instance folding the same log agrees on, as comparable data:
-        the pool tree, every live run and its standing, jobs, hosts, entitlements."""
+        the pool tree, every live run and its standing (and pin and config version), jobs
+        (and their config versions), hosts, entitlements."""
         return {
             "pools": {p: (parent, config_record(c))
                       for p, (parent, c) in sorted(self.pools.entries.items())},
             "tasks": {f"{j}/{i}": (e.run, e.state.value, self.holding(e),
-                                   self.preempted_at(e), e.started_seq)
+                                   self.preempted_at(e), e.started_seq, e.pinned_host,
+                                   e.config_version)
                       for (j, i), e in sorted(self.ledger.tasks.items())},
-            "jobs": sorted(self.ledger.jobs),
+            "jobs": {j: sorted(job.updates) for j, job in sorted(self.ledger.jobs.items())},
             "hosts": {h: (a, c.as_dict()) for h, (a, c) in sorted(self.ledger.hosts.items())},
             "entitlements": {p: (e.entitlement.as_dict(), e.slack_entitlement.as_dict())
                              for p, e in sorted(self.entitlements.items())},

@@ -1,7 +1,7 @@
 """What the resource manager knows about jobs, runs and capacity, folded from facts (pure).
 
-Contract of `fold(type, body)`: it applies JobCreated, JobStateChanged, TaskStateChanged
-(job-events), TasksAdmitted and AdmissionDeferred (tasks-admitted), TasksPreempted
+Contract of `fold(type, body)`: it applies JobCreated, JobSpecChanged, JobStateChanged,
+TaskStateChanged (job-events), TasksAdmitted and AdmissionDeferred (tasks-admitted), TasksPreempted
 (respool-events) and OfferReceived/HostLost (offer-received). All or nothing: the body is
 read whole first, so a fact that cannot be read raises KeyError/TypeError/ValueError and
 changes nothing. It is idempotent and does not care about the order *across* topics
@@ -29,6 +29,26 @@ changes nothing. It is idempotent and does not care about the order *across* top
 - Facts about a job whose JobCreated has not been folded yet are held (`orphans`) and
   applied when it arrives; held facts expire after `retention_ms` of event time.
 - Demand is every PENDING run without an admission; allocation every run that holds.
+- A run may be *pinned* to one host (`pinned_host`, TaskStateChanged v3: set on the PENDING
+  change that starts the run, in force for the whole run). The entry keeps the first pin
+  said about its run (a PENDING change or a TasksAdmitted v2 of the run, whichever is
+  folded first; later facts of the run carry none or the same); a newer run starts
+  unpinned. The pin changes nothing here: the cycle carries it into TasksAdmitted.
+- Config versions (rolling updates): JobCreated is version 1 of a job's spec, each
+  JobSpecChanged names a later one; the job keeps every version (`JobInfo.updates`; a
+  JobSpecChanged of a job not folded yet is held like any fact of it, one of a forgotten
+  job is ignored, a repeated one changes nothing). Every run runs one version
+  (`config_version`, TaskStateChanged v3, said on every change of the run, and TasksAdmitted
+  v2): the entry keeps the first version said about its run, and its resources and its
+  revocable and controller flags come from that version's task spec. Job-level fields
+  (pool, priority, preemptible, FIFO order, gang size) stay those of JobCreated. A run no
+  fact has said the version of yet (made by an AdmissionDeferred or TasksPreempted read
+  first) counts with version 1's task spec and is not admitted until its version is said
+  (the cycle skips it). A run whose version was said but not folded yet (JobSpecChanged
+  and TaskStateChanged share the job-events partition, so only out-of-order data does
+  this) is not held: it counts with the newest version folded, and is counted again with
+  its own when that JobSpecChanged arrives. No version is ever dropped while the job
+  lives: a not yet updated instance may start a new run of an old version.
 
 Bounded state (`retention_ms`, event time: the largest `at` folded): a run leaves the
 ledger when it ends (a terminal TaskStateChanged, or a newer run); per job only the last
@@ -85,6 +105,9 @@ _UNSTARTED = frozenset({S.INITIALIZED, S.PENDING})
 DEFAULT_RETENTION_MS = 600_000
 _SWEEP_MS = 1_000
 _RUN_FACTS = ("TasksAdmitted", "TasksPreempted", "AdmissionDeferred")
+#: fields of a task row in a snapshot (12 before runs kept their pin, 13 before they kept
+#: their config version)
+_TASK_FIELDS = 14
 #: Usage classes of `Ledger.sums` (see the module doc).
 PENDING, HELD = 0, 1
 #: Integer units per resource unit in the usage totals.
@@ -103,9 +126,21 @@ def micro(r: Resources) -> tuple[int, int, int, int]:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job as the resource manager needs it: its spec, decoded once from JobCreated."""
+    """A job as the resource manager needs it: its spec, decoded once from JobCreated
+    (version 1), and the later versions of its spec (JobSpecChanged, by version)."""
 
     spec: JobSpec
+    updates: dict[int, JobSpec] = field(default_factory=dict)  # version (>= 2) -> spec
+
+    def spec_of(self, version: int | None) -> JobSpec:
+        """The spec of a config version: version 1 (and None, not said) is JobCreated's;
+        a version not folded yet falls back to the newest folded (see the module doc)."""
+        if version is None or version == 1:
+            return self.spec
+        found = self.updates.get(version)
+        if found is not None:
+            return found
+        return self.updates[max(self.updates)] if self.updates else self.spec
 
     @property
     def job_id(self) -> str:
@@ -132,15 +167,16 @@ class JobInfo:
         """FIFO order among jobs of one priority: JobCreated's event time."""
         return self.spec.at
 
-    def resources(self, instance: int) -> Resources:
-        return self.spec.task(instance).resources
+    def resources(self, instance: int, version: int | None = 1) -> Resources:
+        return self.spec_of(version).task(instance).resources
 
-    def task_revocable(self, instance: int) -> bool:
+    def task_revocable(self, instance: int, version: int | None = 1) -> bool:
         """Revocable job, or a revocable task of a job (TaskSpec `revocable`)."""
-        return self.spec.revocable or self.spec.task(instance).revocable
+        spec = self.spec_of(version)
+        return spec.revocable or spec.task(instance).revocable
 
-    def task_controller(self, instance: int) -> bool:
-        return self.spec.task(instance).controller
+    def task_controller(self, instance: int, version: int | None = 1) -> bool:
+        return self.spec_of(version).task(instance).controller
 
 
 @dataclass(slots=True)
@@ -162,6 +198,8 @@ class TaskEntry:
     reason_at: int = -1  # its `at`
     revocable: bool = False
     controller: bool = False
+    pinned_host: str | None = None  # the only host the run may be placed on
+    config_version: int | None = None  # the job config version it runs (None: not said)
 
     @property
     def task_id(self) -> str:
@@ -207,6 +245,10 @@ class Ledger:
         self.hosts: dict[str, tuple[bool, Resources]] = {}
         self.version = 0  # bumps on every change that may alter demand or capacity
         self.hosts_version = 0  # bumps on every change of capacity
+        # host -> [incarnation offered last, newest incarnation lost]: a HostLost read
+        # after an offer of the host's next incarnation, or an offer of a lost
+        # incarnation read after its HostLost (two partitions), changes nothing
+        self.incarnations: dict[str, list[str]] = {}
         self.clock = 0  # the largest event time folded
         self.swept_at = 0
 
@@ -218,6 +260,13 @@ class Ledger:
             spec = JobSpec.from_body(body)
             self._tick_clock(spec.at)
             self._job_created(spec, body)
+        elif etype == "JobSpecChanged":
+            version, spec = int(body["version"]), JobSpec.from_body(body)
+            self._tick_clock(spec.at)
+            job = self._job_or_hold(spec.job_id, etype, body)
+            if job is not None and version > 1 and version not in job.updates:
+                job.updates[version] = spec
+                self._respec(job)
         elif etype == "JobStateChanged":
             job_id, at = str(body["job_id"]), int(body["at"])
             terminal = str(body["state"]) in TERMINAL_JOB  # other states do not matter
@@ -242,11 +291,15 @@ class Ledger:
                     self._run_fact(etype, job, fact, at)
         elif etype == "OfferReceived":
             at = int(body["at"])
-            offers = [(str(o["host"]), (bool(o["available"]),
-                                        Resources.from_mapping(o["capacity"])))
+            offers = [(str(o["host"]), str(o.get("incarnation", "")),
+                       (bool(o["available"]), Resources.from_mapping(o["capacity"])))
                       for o in body["offers"]]
             self._tick_clock(at)
-            for host, entry in offers:
+            for host, incarnation, entry in offers:
+                known = self.incarnations.setdefault(host, ["", ""])
+                if incarnation and incarnation == known[1]:
+                    continue  # an offer of an incarnation already lost
+                known[0] = incarnation
                 if self.hosts.get(host) != entry:
                     self.hosts[host] = entry
                     self.version += 1
@@ -254,8 +307,13 @@ class Ledger:
         elif etype == "HostLost":
             host, at = str(body["host"]), int(body["at"])
             self._tick_clock(at)
+            known = self.incarnations.setdefault(host, ["", ""])
+            lost = str(body.get("incarnation", ""))
+            known[1] = lost
             old = self.hosts.get(host)
-            if old is not None and old[0]:
+            if known[0] and lost and known[0] != lost:
+                pass  # the host already offers its next incarnation
+            elif old is not None and old[0]:
                 self.hosts[host] = (False, old[1])
                 self.version += 1
                 self.hosts_version += 1
@@ -295,6 +353,30 @@ class Ledger:
         for instance in self.live.pop(job_id, set()):
             self._drop(self.tasks.pop((job_id, instance)))
 
+    def _respec(self, job: JobInfo) -> None:
+        """A version of the job's spec arrived: runs counted with a fallback spec are
+        counted with their own now."""
+        for instance in sorted(self.live[job.job_id]):
+            self._resolve(self.tasks[(job.job_id, instance)])
+
+    def _resolve(self, entry: TaskEntry) -> None:
+        """Take the run's resources and flags from its version's task spec."""
+        job, i, v = entry.job, entry.instance, entry.config_version
+        now = (job.resources(i, v), job.task_revocable(i, v), job.task_controller(i, v))
+        if now == (entry.resources, entry.revocable, entry.controller):
+            return
+        self._file(entry, None)  # counted again by `_index`, with the new figures
+        entry.resources, entry.revocable, entry.controller = now
+        self.version += 1
+        self._index(entry)
+
+    def _say_version(self, entry: TaskEntry, version: int | None) -> None:
+        """A fact of the run said its config version: the first one said is kept."""
+        if entry.config_version is None and version is not None:
+            entry.config_version = version
+            self.version += 1
+            self._resolve(entry)
+
     def _entry(self, job: JobInfo, instance: int, run: int) -> TaskEntry | None:
         """The entry of this run (moving the task to it if newer), None when stale."""
         ended = self.ended[job.job_id]
@@ -308,9 +390,9 @@ class Ledger:
             if entry is not None:  # a newer run proves the older one ended
                 self._drop(entry)
                 ended[instance] = run - 1
-            entry = TaskEntry(job, instance, job.resources(instance), run,
-                              revocable=job.task_revocable(instance),
-                              controller=job.task_controller(instance))
+            entry = TaskEntry(job, instance, job.resources(instance, None), run,
+                              revocable=job.task_revocable(instance, None),
+                              controller=job.task_controller(instance, None))
             self.tasks[key] = entry
             self.live[job.job_id].add(instance)
         return entry
@@ -320,6 +402,8 @@ class Ledger:
         entry = self._entry(job, ch.instance, ch.run)
         if entry is None:
             return
+        if state not in TERMINAL:
+            self._say_version(entry, ch.config_version)
         if state in TERMINAL:
             self.tasks.pop(entry.key)
             self.live[job.job_id].discard(entry.instance)
@@ -340,6 +424,8 @@ class Ledger:
                 if entry.reason_at <= at:
                     entry.reason, entry.reason_at = None, -1
             entry.not_before = ch.not_before
+            if entry.pinned_host is None:
+                entry.pinned_host = ch.pinned_host
         else:
             entry.not_before = None
         entry.state = state
@@ -358,6 +444,9 @@ class Ledger:
             entry.state = S.PENDING
             self.version += 1
         if etype == "TasksAdmitted":
+            self._say_version(entry, t.config_version)
+            if entry.pinned_host is None:
+                entry.pinned_host = t.pinned_host
             if at not in entry.admissions:
                 entry.admissions.add(at)
                 self.version += 1
@@ -468,9 +557,12 @@ class Ledger:
         return {
             "retention_ms": self.retention_ms,
             "jobs": [self.jobs[j].spec.to_body() for j in sorted(self.jobs)],
+            "job_versions": {j: [[v, s.to_body()] for v, s in sorted(job.updates.items())]
+                             for j, job in sorted(self.jobs.items()) if job.updates},
+            "task_fields": _TASK_FIELDS,
             "tasks": [[e.job.job_id, e.instance, e.run, e.state.value, sorted(e.admissions),
                        e.requeues, e.started_seq, e.preempted_at, e.not_before, e.reason,
-                       e.requeued_at, e.reason_at]
+                       e.requeued_at, e.reason_at, e.pinned_host, e.config_version]
                       for _, e in sorted(self.tasks.items())],
             "ended": {j: {str(i): r for i, r in sorted(e.items())}
                       for j, e in sorted(self.ended.items())},
@@ -478,29 +570,51 @@ class Ledger:
             "orphans": [[j, first, [[t, b] for t, b in held]]
                         for j, (first, held) in self.orphans.items()],
             "hosts": [[h, a, c.as_dict()] for h, (a, c) in sorted(self.hosts.items())],
+            "incarnations": {h: list(v) for h, v in sorted(self.incarnations.items())},
             "version": self.version, "hosts_version": self.hosts_version,
             "clock": self.clock, "swept_at": self.swept_at,
         }
 
     @classmethod
     def restore(cls, data: dict[str, Any]) -> Ledger:
-        """A ledger from `snapshot()` data; KeyError/TypeError/ValueError on bad data."""
+        """A ledger from `snapshot()` data; KeyError/TypeError/ValueError on bad data.
+
+        A snapshot written before runs kept their pin has no `task_fields` (its rows have
+        12 fields): its runs restore unpinned; one written before runs kept their config
+        version (13 fields, no `job_versions`): its runs and jobs restore as version 1."""
         ledger = cls(int(data["retention_ms"]))
+        fields = int(data.get("task_fields", 12))
+        if fields not in (12, 13, _TASK_FIELDS):
+            raise ValueError(f"ledger snapshot: task rows of {fields} fields")
         for body in data["jobs"]:
             job = JobInfo(JobSpec.from_body(body))
             ledger.jobs[job.job_id] = job
             ledger.ended[job.job_id] = {int(i): int(r)
                                         for i, r in data["ended"][job.job_id].items()}
             ledger.live[job.job_id] = set()
-        for (job_id, instance, run, state, admissions, requeues, started, preempted,
-             not_before, reason, requeued, reason_at) in data["tasks"]:
+        for job_id, versions in dict(data.get("job_versions", {})).items():
             job = ledger.jobs[job_id]
-            entry = TaskEntry(job, int(instance), job.resources(instance), int(run),
+            for version, body in versions:
+                if int(version) < 2:
+                    raise ValueError(f"ledger snapshot: job {job_id} version {version}")
+                job.updates[int(version)] = JobSpec.from_body(body)
+        for row in data["tasks"]:
+            if len(row) != fields:
+                raise ValueError(f"ledger snapshot: a task row of {len(row)} fields, "
+                                 f"expected {fields}")
+            (job_id, instance, run, state, admissions, requeues, started, preempted,
+             not_before, reason, requeued, reason_at, pinned, version) = (
+                [*row, None, 1] if fields == 12 else
+                [*row, 1] if fields == 13 else row)
+            job = ledger.jobs[job_id]
+            instance, version = int(instance), _opt_int(version)
+            entry = TaskEntry(job, instance, job.resources(instance, version), int(run),
                               TaskState(state), {int(a) for a in admissions}, int(requeues),
                               int(started), _opt_int(preempted), int(requeued),
                               _opt_int(not_before), None if reason is None else str(reason),
-                              int(reason_at), job.task_revocable(instance),
-                              job.task_controller(instance))
+                              int(reason_at), job.task_revocable(instance, version),
+                              job.task_controller(instance, version), _opt_str(pinned),
+                              version)
             ledger.tasks[entry.key] = entry
             ledger.live[job_id].add(entry.instance)
             ledger._index(entry)
@@ -511,6 +625,8 @@ class Ledger:
                         for h, a, c in data["hosts"]}
         ledger.version = int(data["version"])
         ledger.hosts_version = int(data["hosts_version"])
+        ledger.incarnations = {str(h): [str(v[0]), str(v[1])]
+                               for h, v in dict(data.get("incarnations", {})).items()}
         ledger.clock = int(data["clock"])
         ledger.swept_at = int(data["swept_at"])
         return ledger
@@ -525,11 +641,14 @@ class _Change:
     state: TaskState
     previous: str
     not_before: int | None
+    pinned_host: str | None  # TaskStateChanged v3; None in older records
+    config_version: int  # TaskStateChanged v3; 1 in older records
 
     @classmethod
     def read(cls, ch: dict[str, Any]) -> _Change:
         return cls(int(ch["instance"]), int(ch["run"]), TaskState(ch["state"]),
-                   str(ch.get("previous_state", "")), _opt_int(ch.get("not_before_ms")))
+                   str(ch.get("previous_state", "")), _opt_int(ch.get("not_before_ms")),
+                   _opt_str(ch.get("pinned_host")), _version(ch))
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,12 +659,35 @@ class _RunFact:
     instance: int
     run: int
     reason: str | None
+    pinned_host: str | None  # TasksAdmitted v2; None otherwise
+    config_version: int | None  # TasksAdmitted (1 in v1 records); None otherwise
 
     @classmethod
     def read(cls, etype: str, t: dict[str, Any]) -> _RunFact:
         reason = str(t["reason"]) if etype == "AdmissionDeferred" else None
-        return cls(str(t["job_id"]), int(t["instance"]), int(t["run"]), reason)
+        admitted = etype == "TasksAdmitted"
+        pinned = _opt_str(t.get("pinned_host")) if admitted else None
+        version = _version(t) if admitted else None
+        return cls(str(t["job_id"]), int(t["instance"]), int(t["run"]), reason, pinned,
+                   version)
+
+
+def _version(record: dict[str, Any]) -> int:
+    """A record's `config_version` (1 when absent: records older than rolling updates)."""
+    version = int(record.get("config_version", 1))
+    if version < 1:
+        raise ValueError(f"config_version {version} < 1")
+    return version
 
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    """None, or a non-empty string (an empty pin is no pin)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string or null, got {type(value).__name__}")
+    return value

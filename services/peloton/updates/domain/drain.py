@@ -114,8 +114,12 @@ _NO_SLA = JobBudget(None, 0)
 
 
 def plan_drain(host: str, runs: Sequence[HostRun], jobs: Mapping[str, JobBudget],
-               now_ms: int, deadline_ms: int | None) -> DrainPlan:
-    """The next moves for ``host`` (see the module doc); pure and deterministic."""
+               now_ms: int, deadline_ms: int | None, *,
+               replace_first: bool = True) -> DrainPlan:
+    """The next moves for ``host`` (see the module doc); pure and deterministic.
+
+    ``replace_first=False`` is Peloton's drain: a SERVICE run is killed like a batch run,
+    within its job's budget (its instance restarts elsewhere once killed)."""
     if not runs:
         return DrainPlan(host, (), True, ())
     forced = deadline_ms is not None and now_ms >= deadline_ms
@@ -136,7 +140,7 @@ def plan_drain(host: str, runs: Sequence[HostRun], jobs: Mapping[str, JobBudget]
             _daemon(r, others, actions, waiting)
         elif forced:
             actions.append(_kill(r, "the maintenance deadline has passed"))
-        elif r.job_type == JobType.SERVICE:
+        elif r.job_type == JobType.SERVICE and replace_first:
             _service(r, budget, starting, actions, waiting)
         else:
             _within_budget(r, budget, spent, actions, waiting)
@@ -183,6 +187,8 @@ def _within_budget(r: HostRun, budget: JobBudget, spent: dict[str, int],
                        f"unavailable, its SLA allows {budget.max_unavailable}")
         return
     spent[r.job_id] = spent.get(r.job_id, 0) + 1
-    why = ("stateful: stops here, comes back to this host after the maintenance"
-           if r.job_type == JobType.STATEFUL else "batch: retried elsewhere")
+    why = {JobType.STATEFUL: "stateful: stops here, comes back to this host after the "
+                             "maintenance",
+           JobType.SERVICE: "service: restarts elsewhere"}.get(r.job_type,
+                                                              "batch: retried elsewhere")
     actions.append(_kill(r, why))

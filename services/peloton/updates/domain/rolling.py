@@ -204,6 +204,9 @@ class Update:
     new_version: int
     status: UpdateStatus = INITIAL
     progress: Progress = field(default_factory=Progress)
+    only: frozenset[int] = frozenset()
+    """Roll only these instances (a restart of some instances); empty: every instance.
+    Adds and removes are not limited (an update that changes the count rolls all)."""
 
     @property
     def target(self) -> tuple[int, int]:
@@ -221,6 +224,7 @@ class Update:
             "progress": {"touched": [[i, k.value] for i, k in sorted(p.touched.items())],
                          "done": sorted(p.done), "failed": sorted(p.failed),
                          "canary_done": p.canary_done, "pause_reason": p.pause_reason},
+            "only": sorted(self.only),
         }
 
     @classmethod
@@ -232,7 +236,8 @@ class Update:
                             bool(p["canary_done"]), str(p["pause_reason"]))
         return cls(UpdateSettings.from_body(d["settings"]), int(d["old_count"]),
                    int(d["old_version"]), int(d["new_count"]), int(d["new_version"]),
-                   UpdateStatus.from_dict(d["status"]), progress)
+                   UpdateStatus.from_dict(d["status"]), progress,
+                   frozenset(int(i) for i in d.get("only", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +396,8 @@ def _work(update: Update, instances: Mapping[int, InstanceView]) -> list[Action]
     adds = [Action(ActionKind.ADD, i, version) for i in range(count)
             if i not in instances and i not in touched]
     stale = sorted((i for i in instances if i < count and i not in touched
-                    and instances[i].goal != version), key=rank)
+                    and instances[i].goal != version
+                    and (not update.only or i in update.only)), key=rank)
     gone = sorted((i for i in instances if i >= count and i not in touched), key=rank)
     return (adds + [Action(ActionKind.UPDATE, i, version) for i in stale]
             + [Action(ActionKind.REMOVE, i) for i in gone])

@@ -1,0 +1,206 @@
+"""The demo (`task demo`, `peloton cluster demo`): every workload type on one local
+cluster, then a rolling update and a host maintenance, shown as a live table.
+
+Steps, each waiting (with a timeout) for what it says:
+1. submit every job file of examples/jobs: batch jobs, the `web` SERVICE (3 instances,
+   an HTTP health check), the `node-agent` DAEMON and the `counter-db` STATEFUL job;
+2. wait until the batch jobs have SUCCEEDED, web runs 3/3 healthy, node-agent runs once
+   on every host and counter-db runs;
+3. roll web to examples/updates/web-service-v2.yaml, one instance at a time;
+4. put a host that runs web (and not counter-db, whose data stays on its host) into
+   maintenance: it drains within web's SLA, goes DOWN, then maintenance completes and the
+   daemon comes back on it;
+5. stop the long-running jobs and print a summary.
+`run_demo` returns the steps that failed (empty: all passed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from peloton.cli.client import PelotonClient
+
+__all__ = ["run_demo", "DemoState", "StepFailed"]
+
+LONG_RUNNING = ("SERVICE", "STATEFUL", "DAEMON")
+
+
+class StepFailed(Exception):
+    """A step can no longer succeed (an update failed): stop waiting for it."""
+
+
+@dataclass
+class DemoState:
+    jobs: dict[str, str] = field(default_factory=dict)  # name -> job id
+    types: dict[str, str] = field(default_factory=dict)
+    step: str = ""
+    detail: str = ""
+    log: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def _table(client: PelotonClient, state: DemoState) -> Group:
+    table = Table("job", "type", "state", "tasks", "detail", expand=False)
+    for name, job_id in state.jobs.items():
+        try:
+            job = client.get_job(job_id)
+            tasks = client.tasks(job_id)["tasks"]
+        except Exception:  # noqa: BLE001 - the read model may not have it yet
+            table.add_row(name, state.types.get(name, ""), "SUBMITTED", "", "")
+            continue
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        running = [t for t in tasks if t["state"] == "RUNNING"]
+        detail = ""
+        if state.types.get(name) in LONG_RUNNING and running:
+            healthy = sum(1 for t in running if t.get("health") in (None, "HEALTHY"))
+            versions = sorted({str(t.get("config_version", 1)) for t in running})
+            hosts = sorted({str(t["host"]) for t in running})
+            detail = (f"{healthy}/{len(running)} healthy, version {'/'.join(versions)}, "
+                      f"on {', '.join(hosts)}")
+        table.add_row(name, state.types.get(name, job.get("type", "")), job["state"],
+                      " ".join(f"{k}:{v}" for k, v in sorted(counts.items())), detail)
+    lines = [Text(f"step: {state.step}", style="bold"), Text(state.detail)]
+    lines += [Text(line, style="dim") for line in state.log[-6:]]
+    return Group(table, *lines)
+
+
+def _wait(live: Live, client: PelotonClient, state: DemoState, what: str,
+          check: Callable[[], bool | str], timeout: float) -> bool:
+    """Poll `check` (True: done; a string: progress to show) until done or timeout."""
+    state.detail = f"waiting for {what}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+        except StepFailed as exc:
+            state.failed.append(what)
+            state.log.append(f"FAILED: {what}: {exc}")
+            return False
+        except Exception as exc:  # noqa: BLE001 - show it and keep polling
+            result = f"({exc})"
+        if result is True:
+            state.log.append(f"ok: {what}")
+            live.update(_table(client, state))
+            return True
+        if isinstance(result, str) and result:
+            state.detail = f"waiting for {what}: {result}"
+        live.update(_table(client, state))
+        time.sleep(0.5)
+    state.failed.append(what)
+    state.log.append(f"TIMED OUT: {what}")
+    return False
+
+
+def _tasks(client: PelotonClient, job_id: str) -> list[dict[str, Any]]:
+    return list(client.tasks(job_id)["tasks"])
+
+
+def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
+             console: Console, timeout: float = 180.0) -> DemoState:
+    import yaml
+
+    state = DemoState()
+    files = sorted(jobs_dir.glob("*.yaml"))
+    with Live(console=console, refresh_per_second=4) as live:
+        state.step = "1/5 submit every workload"
+        for f in files:
+            doc = yaml.safe_load(f.read_text())
+            state.jobs[f.stem] = client.submit_job(f.read_text())["job_id"]
+            state.types[f.stem] = str(doc.get("type", "BATCH")).upper()
+        batch = [n for n, t in state.types.items() if t not in LONG_RUNNING]
+        hosts = sorted(h["host"] for h in client.hosts()["hosts"])
+
+        state.step = "2/5 batch jobs finish; services, daemon and stateful job come up"
+        for name in batch:
+            _wait(live, client, state, f"{name} SUCCEEDED",
+                  partial(_job_in, client, state.jobs[name], "SUCCEEDED"), timeout)
+        for name, kind in state.types.items():
+            if kind == "SERVICE" or kind == "STATEFUL":
+                _wait(live, client, state, f"{name}: every instance RUNNING and healthy",
+                      partial(_all_healthy, client, state.jobs[name]), timeout)
+            elif kind == "DAEMON":
+                _wait(live, client, state, f"{name}: one instance on each of {len(hosts)} "
+                      "hosts", partial(_on_hosts, client, state.jobs[name], hosts), timeout)
+
+        web = state.jobs.get("web-service")
+        update_file = updates_dir / "web-service-v2.yaml"
+        if web and update_file.exists():
+            state.step = "3/5 rolling update of web to version 2, one instance at a time"
+            update_id = client.update_job(web, update_file.read_text(),
+                                          {"batch_size": 1})["update_id"]
+            _wait(live, client, state, "the update SUCCEEDED",
+                  lambda: _update_done(client, update_id), timeout)
+
+        stateful = {t["host"] for n, k in state.types.items() if k == "STATEFUL"
+                    for t in _tasks(client, state.jobs[n])}
+        target = next((t["host"] for t in (_tasks(client, web) if web else [])
+                       if t["host"] and t["host"] not in stateful), None)
+        if web and target:
+            state.step = f"4/5 maintenance of {target}: drain within web's SLA, then DOWN"
+            client.host_maintenance(target, "start", deadline="2m")
+            _wait(live, client, state, f"{target} DOWN",
+                  lambda: _host_state(client, target, "DOWN"), timeout)
+            moved = [t["host"] for t in _tasks(client, web) if t["state"] == "RUNNING"]
+            state.log.append(f"web now runs on {', '.join(sorted(moved))}")
+            client.host_maintenance(target, "complete")
+            _wait(live, client, state, f"{target} UP again, with its daemon back",
+                  lambda: _host_state(client, target, "UP") is True and all(
+                      _on_hosts(client, state.jobs[n], hosts) is True
+                      for n, k in state.types.items() if k == "DAEMON"), timeout)
+
+        state.step = "5/5 stop the long-running jobs"
+        for name, kind in state.types.items():
+            if kind in LONG_RUNNING:
+                client.kill_job(state.jobs[name])
+        for name, kind in state.types.items():
+            if kind in LONG_RUNNING:
+                _wait(live, client, state, f"{name} KILLED",
+                      partial(_job_in, client, state.jobs[name], "KILLED"), 60)
+        state.step = "done" if not state.failed else f"{len(state.failed)} step(s) failed"
+        state.detail = ""
+        live.update(_table(client, state))
+    return state
+
+
+def _job_in(client: PelotonClient, job_id: str, want: str) -> bool | str:
+    now = str(client.get_job(job_id)["state"])
+    return now == want or now
+
+
+def _all_healthy(client: PelotonClient, job_id: str) -> bool | str:
+    job = client.get_job(job_id)
+    tasks = _tasks(client, job_id)
+    good = [t for t in tasks if t["state"] == "RUNNING" and t.get("health") in (None,
+                                                                                "HEALTHY")]
+    return len(good) == job["instance_count"] or f"{len(good)}/{job['instance_count']}"
+
+
+def _on_hosts(client: PelotonClient, job_id: str, hosts: list[str]) -> bool | str:
+    running = {t["host"] for t in _tasks(client, job_id) if t["state"] == "RUNNING"}
+    return running >= set(hosts) or f"on {len(running)}/{len(hosts)} hosts"
+
+
+def _update_done(client: PelotonClient, update_id: str) -> bool | str:
+    u = client.get_update(update_id)
+    if u["state"] == "SUCCEEDED":
+        return True
+    if u["state"] in ("FAILED", "ROLLED_BACK", "ABORTED", "REJECTED"):
+        raise StepFailed(f"update {u['state']}: {u.get('reason', '')}")
+    return f"{u['state']}: {u.get('reason', '')}"
+
+
+def _host_state(client: PelotonClient, host: str, want: str) -> bool | str:
+    h = client.host(host)
+    return h.get("maintenance_state") == want or str(h.get("maintenance_state"))
