@@ -26,6 +26,8 @@ def show(result: dict[str, Any], output: str, title: str) -> None:
         return
     table = Table("figure", "value", title=title)
     for key, value in result.items():
+        if isinstance(value, bool):
+            value = "yes" if value else "NO"
         table.add_row(key, f"{value:,}" if isinstance(value, (int, float)) else str(value))
     Console().print(table)
 
@@ -97,6 +99,21 @@ def register(app: typer.Typer) -> typer.Typer:
                            progress=update, rate=rate)
         show(result, output, "burst")
         if result["jobs_not_terminal"]:
+            raise typer.Exit(1)
+
+    @bench.command("workloads")
+    def workloads_cmd(hosts: int = 500, instances: int = 2_000, seed: int = 1,
+                      output: Output = "table") -> None:
+        """A daemon on every host and a big health-checked SERVICE come up, roll to a new
+        version in batches, then a tenth of the hosts drain; on the production cores in
+        the in-memory runner: simulated and wall seconds per phase, most instances down
+        at once against the SLA (exit status 1 if a phase did not finish)."""
+        from peloton.runner.workloadbench import run_workloads
+
+        with _bar("workloads") as update:
+            result = run_workloads(hosts, instances, update, seed)
+        show(result, output, "workloads")
+        if not all(v for k, v in result.items() if k.endswith(": ok")):
             raise typer.Exit(1)
 
     @bench.command("restart")

@@ -35,6 +35,9 @@ class AgentSpec:
     gpu: float = 0.0
     labels: dict[str, str] = field(default_factory=dict)
     web_port: int = 0
+    # the ports the agent hands out to tasks; the local cluster's hosts share one machine,
+    # so each gets its own range (two "hosts" giving out one port would collide)
+    port_range: tuple[int, int] = (31000, 31999)
 
 
 @dataclass
@@ -60,7 +63,9 @@ class Layout:
         ports = free_ports(4 + agents) if free else [19092, 12379, 12380, 5290] + [
             5300 + i for i in range(agents)]
         specs = [AgentSpec(f"host-{i + 1}", cpu=cpu, labels={"zone": "abc"[i % 3]},
-                           web_port=ports[4 + i]) for i in range(agents)]
+                           web_port=ports[4 + i],
+                           port_range=(31000 + 1000 * i, 31999 + 1000 * i))
+                 for i in range(agents)]
         return cls(run_dir=run_dir, broker_port=ports[0], etcd_port=ports[1],
                    etcd_peer_port=ports[2], api_port=ports[3], agents=specs, **kw)
 
@@ -136,7 +141,8 @@ class Cluster:
         argv = base + ["agent", *boot, "--host", spec.name, "--cpu", str(spec.cpu),
                        "--memory", str(spec.memory), "--disk", str(spec.disk),
                        "--gpu", str(spec.gpu), "--web-port", str(spec.web_port),
-                       "--sandbox", str(lay.run_dir / "sandboxes")]
+                       "--sandbox", str(lay.run_dir / "sandboxes"),
+                       "--port-range", f"{spec.port_range[0]}-{spec.port_range[1]}"]
         for k, v in spec.labels.items():
             argv += ["--label", f"{k}={v}"]
         if lay.simulated:
@@ -243,7 +249,9 @@ def load(run_dir: Path) -> Cluster | None:
     data = json.loads(path.read_text())
     lay = data["layout"]
     lay["run_dir"] = Path(lay["run_dir"])
-    lay["agents"] = [AgentSpec(**a) for a in lay["agents"]]
+    lay["agents"] = [AgentSpec(**{**a, "port_range": tuple(a.get("port_range",
+                                                                  (31000, 31999)))})
+                     for a in lay["agents"]]
     return Cluster(Layout(**lay), {k: Proc(**v) for k, v in data["procs"].items()})
 
 

@@ -2,10 +2,15 @@
 cluster, then a rolling update and a host maintenance, shown as a live table.
 
 Steps, each waiting (with a timeout) for what it says:
-1. submit every job file of examples/jobs: batch jobs, the `web` SERVICE (3 instances,
-   an HTTP health check), the `node-agent` DAEMON and the `counter-db` STATEFUL job;
-2. wait until the batch jobs have SUCCEEDED, web runs 3/3 healthy, node-agent runs once
-   on every host and counter-db runs;
+1. create the pools of examples/respool/{services,batch}.yaml (/services reserves half
+   the cluster's cpus, /batch little) and submit `backfill` (pool /batch): batch work
+   borrows the idle cpus of /services;
+2. submit the other job files of examples/jobs: batch jobs, the `web` SERVICE (3
+   instances, an HTTP health check), the `node-agent` DAEMON and the `counter-db` STATEFUL
+   job, all in /services: the resource manager preempts borrowed batch tasks to give
+   /services its reservation back (they run again later). Wait until the batch jobs have
+   SUCCEEDED, web runs 3/3 healthy, node-agent runs once on every host and counter-db
+   runs;
 3. roll web to examples/updates/web-service-v2.yaml, one instance at a time;
 4. put a host that runs web (and not counter-db, whose data stays on its host) into
    maintenance: it drains within web's SLA, goes DOWN, then maintenance completes and the
@@ -28,7 +33,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from peloton.cli.client import PelotonClient
+from peloton.cli.client import ApiError, PelotonClient
 
 __all__ = ["run_demo", "DemoState", "StepFailed"]
 
@@ -47,6 +52,17 @@ class DemoState:
     detail: str = ""
     log: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    plain: Console | None = None  # not a terminal (a log, CI): one line per event instead
+
+    def say(self, line: str) -> None:
+        self.log.append(line)
+        if self.plain is not None:
+            self.plain.print(f"  {line}", highlight=False)
+
+    def begin(self, step: str) -> None:
+        self.step = step
+        if self.plain is not None:
+            self.plain.print(f"step {step}", style="bold", highlight=False)
 
 
 def _table(client: PelotonClient, state: DemoState) -> Group:
@@ -86,12 +102,12 @@ def _wait(live: Live, client: PelotonClient, state: DemoState, what: str,
             result = check()
         except StepFailed as exc:
             state.failed.append(what)
-            state.log.append(f"FAILED: {what}: {exc}")
+            state.say(f"FAILED: {what}: {exc}")
             return False
         except Exception as exc:  # noqa: BLE001 - show it and keep polling
             result = f"({exc})"
         if result is True:
-            state.log.append(f"ok: {what}")
+            state.say(f"ok: {what}")
             live.update(_table(client, state))
             return True
         if isinstance(result, str) and result:
@@ -99,7 +115,7 @@ def _wait(live: Live, client: PelotonClient, state: DemoState, what: str,
         live.update(_table(client, state))
         time.sleep(0.5)
     state.failed.append(what)
-    state.log.append(f"TIMED OUT: {what}")
+    state.say(f"TIMED OUT: {what}")
     return False
 
 
@@ -107,25 +123,63 @@ def _tasks(client: PelotonClient, job_id: str) -> list[dict[str, Any]]:
     return list(client.tasks(job_id)["tasks"])
 
 
-def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
-             console: Console, timeout: float = 180.0) -> DemoState:
+def _submit(client: PelotonClient, state: DemoState, path: Path) -> None:
     import yaml
 
-    state = DemoState()
+    doc = yaml.safe_load(path.read_text())
+    state.jobs[path.stem] = client.submit_job(path.read_text())["job_id"]
+    state.types[path.stem] = str(doc.get("type", "BATCH")).upper()
+
+
+def _pools(client: PelotonClient, pools_dir: Path) -> None:
+    """Create /services and /batch (already there: fine) and wait for an entitlement
+    cycle that knows them (the job manager checks a job's pool against it)."""
+    for name in ("services", "batch"):
+        try:
+            client.create_pool(f"/{name}", (pools_dir / f"{name}.yaml").read_text())
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
+
+def _borrowing(client: PelotonClient, job_id: str) -> bool | str:
+    running = sum(1 for t in _tasks(client, job_id) if t["state"] == "RUNNING")
+    pool = client.pool("/batch")
+    alloc, reserved = pool["allocation"].get("cpu", 0.0), pool["reservation"].get("cpu", 0.0)
+    return (alloc > reserved and running > 0) or (
+        f"{running} tasks running; /batch uses {alloc:g} of its {reserved:g} reserved cpus")
+
+
+def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
+             console: Console, timeout: float = 180.0,
+             pools_dir: Path = Path("examples/respool")) -> DemoState:
+    state = DemoState(plain=None if console.is_terminal else console)
     files = sorted(jobs_dir.glob("*.yaml"))
+    backfill = jobs_dir / "backfill.yaml"
     with Live(console=console, refresh_per_second=4) as live:
-        state.step = "1/5 submit every workload"
+        state.begin("1/5 pools /services and /batch; backfill borrows idle cpus")
+        _pools(client, pools_dir)
+        _wait(live, client, state, "an entitlement cycle with /services and /batch",
+              partial(_pools_known, client), 60)
+        if backfill.exists():
+            _submit(client, state, backfill)
+            _wait(live, client, state, "backfill borrowing cpus beyond /batch's "
+                  "reservation", partial(_borrowing, client, state.jobs["backfill"]), 120)
+
+        state.begin("2/5 every workload: services take their reservation back")
         for f in files:
-            doc = yaml.safe_load(f.read_text())
-            state.jobs[f.stem] = client.submit_job(f.read_text())["job_id"]
-            state.types[f.stem] = str(doc.get("type", "BATCH")).upper()
+            if f != backfill:
+                _submit(client, state, f)
         batch = [n for n, t in state.types.items() if t not in LONG_RUNNING]
         hosts = sorted(h["host"] for h in client.hosts()["hosts"])
-
-        state.step = "2/5 batch jobs finish; services, daemon and stateful job come up"
         for name in batch:
             _wait(live, client, state, f"{name} SUCCEEDED",
                   partial(_job_in, client, state.jobs[name], "SUCCEEDED"), timeout)
+        if backfill.exists():
+            taken = client.preemptions(job_id=state.jobs["backfill"])["preemptions"]
+            state.say(f"{len(taken)} backfill task(s) preempted to give /services "
+                             "its reservation back" if taken else
+                             "no backfill task had to be preempted")
         for name, kind in state.types.items():
             if kind == "SERVICE" or kind == "STATEFUL":
                 _wait(live, client, state, f"{name}: every instance RUNNING and healthy",
@@ -137,7 +191,7 @@ def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
         web = state.jobs.get("web-service")
         update_file = updates_dir / "web-service-v2.yaml"
         if web and update_file.exists():
-            state.step = "3/5 rolling update of web to version 2, one instance at a time"
+            state.begin("3/5 rolling update of web to version 2, one instance at a time")
             update_id = client.update_job(web, update_file.read_text(),
                                           {"batch_size": 1})["update_id"]
             _wait(live, client, state, "the update SUCCEEDED",
@@ -148,19 +202,19 @@ def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
         target = next((t["host"] for t in (_tasks(client, web) if web else [])
                        if t["host"] and t["host"] not in stateful), None)
         if web and target:
-            state.step = f"4/5 maintenance of {target}: drain within web's SLA, then DOWN"
+            state.begin(f"4/5 maintenance of {target}: drain within web's SLA, then DOWN")
             client.host_maintenance(target, "start", deadline="2m")
             _wait(live, client, state, f"{target} DOWN",
                   lambda: _host_state(client, target, "DOWN"), timeout)
             moved = [t["host"] for t in _tasks(client, web) if t["state"] == "RUNNING"]
-            state.log.append(f"web now runs on {', '.join(sorted(moved))}")
+            state.say(f"web now runs on {', '.join(sorted(moved))}")
             client.host_maintenance(target, "complete")
             _wait(live, client, state, f"{target} UP again, with its daemon back",
                   lambda: _host_state(client, target, "UP") is True and all(
                       _on_hosts(client, state.jobs[n], hosts) is True
                       for n, k in state.types.items() if k == "DAEMON"), timeout)
 
-        state.step = "5/5 stop the long-running jobs"
+        state.begin("5/5 stop the long-running jobs")
         for name, kind in state.types.items():
             if kind in LONG_RUNNING:
                 client.kill_job(state.jobs[name])
@@ -168,10 +222,17 @@ def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
             if kind in LONG_RUNNING:
                 _wait(live, client, state, f"{name} KILLED",
                       partial(_job_in, client, state.jobs[name], "KILLED"), 60)
-        state.step = "done" if not state.failed else f"{len(state.failed)} step(s) failed"
+        state.begin("done" if not state.failed else f"{len(state.failed)} step(s) failed")
         state.detail = ""
         live.update(_table(client, state))
+    console.print()
     return state
+
+
+def _pools_known(client: PelotonClient) -> bool | str:
+    cycles = {p["pool"]: p["cycle"] for p in client.pools()["pools"]}
+    missing = [p for p in ("/services", "/batch") if not cycles.get(p)]
+    return not missing or f"waiting for {', '.join(missing)}"
 
 
 def _job_in(client: PelotonClient, job_id: str, want: str) -> bool | str:

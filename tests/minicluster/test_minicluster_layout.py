@@ -1,0 +1,32 @@
+"""The local cluster's layout: its hosts share one machine, so what they hand out to
+tasks must not collide (a port given by two "hosts" at once fails to bind)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from peloton.minicluster.cluster import Cluster, Layout, load
+
+
+def test_each_agent_hands_out_its_own_port_range(tmp_path: Path) -> None:
+    lay = Layout.local(tmp_path, agents=4, free=True)
+    ranges = [a.port_range for a in lay.agents]
+    ports = [set(range(lo, hi + 1)) for lo, hi in ranges]
+    assert all(not (a & b) for i, a in enumerate(ports) for b in ports[i + 1:])
+    cluster = Cluster(lay)
+    argv = cluster.service_argv("agent-host-2")
+    assert argv[argv.index("--port-range") + 1] == f"{ranges[1][0]}-{ranges[1][1]}"
+
+
+def test_the_state_file_keeps_the_port_ranges(tmp_path: Path) -> None:
+    lay = Layout.local(tmp_path, agents=2, free=True)
+    Cluster(lay).save()
+    again = load(tmp_path)
+    assert again is not None
+    assert [a.port_range for a in again.layout.agents] == [a.port_range for a in lay.agents]
+    data = json.loads((tmp_path / "cluster.json").read_text())
+    del data["layout"]["agents"][0]["port_range"]  # a state file written before ranges
+    (tmp_path / "cluster.json").write_text(json.dumps(data))
+    older = load(tmp_path)
+    assert older is not None and older.layout.agents[0].port_range == (31000, 31999)
