@@ -157,3 +157,20 @@ def test_hosts_daemons_and_host_index_survive_replay_and_snapshot() -> None:
     j.now -= 10
     b: Any = host(j, "h1", state="DRAINING")
     assert [(e.type, e.body) for e in a] == [(e.type, e.body) for e in b]
+
+
+def test_two_hosts_draining_at_once_share_the_job_budget() -> None:
+    j = Jobmgr()
+    for h in ("h0", "h1", "h2"):
+        host(j, h)
+    j.send("JobSubmitted", service("web", 3))  # maximumUnavailableInstances: 1
+    j.to_running("web", 0, "h0")
+    j.to_running("web", 1, "h1")
+    j.to_running("web", 2, "h2")
+    j.book.hosts.apply({"host": "h0", "at": j.now, "state": "DRAINING", "present": True,
+                        "labels": {}, "deadline_ms": None})
+    j.book.hosts.apply({"host": "h1", "at": j.now, "state": "DRAINING", "present": True,
+                        "labels": {}, "deadline_ms": None})
+    out = j.tick(2_000)
+    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 0)]
+    assert "SLA allows 1" in j.book.drain_reasons["h1"]

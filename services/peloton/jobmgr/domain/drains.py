@@ -38,6 +38,7 @@ HOST_MAINTENANCE = "HOST_MAINTENANCE"
 
 def drain_hosts(book: JobBook, batch: Batch, now_ms: int) -> list[dict[str, Any]]:
     progress: list[dict[str, Any]] = []
+    down: dict[str, int] = {}  # job -> instances unavailable, counted once per call
     for view in book.hosts.draining():
         runs: list[HostRun] = []
         budgets: dict[str, JobBudget] = {}
@@ -52,14 +53,18 @@ def drain_hosts(book: JobBook, batch: Batch, now_ms: int) -> list[dict[str, Any]
                                 ending=cur.state in ENDING or cur.state == S.LAUNCHING))
             refs[(job_id, instance)] = cur.run
             if job_id not in budgets:
-                budgets[job_id] = JobBudget(job.spec.get("max_unavailable"),
-                                            unavailable(job, batch))
+                if job_id not in down:
+                    down[job_id] = unavailable(job, batch)
+                budgets[job_id] = JobBudget(job.spec.get("max_unavailable"), down[job_id])
         plan = plan_drain(view.name, runs, budgets, now_ms, view.deadline_ms,
                           replace_first=False)
         kills.preempt(book, batch, [
             {"job_id": a.job_id, "instance": a.instance, "run": refs[(a.job_id, a.instance)],
              "reason": HOST_MAINTENANCE, "detail": f"host {view.name} is draining; {a.reason}"}
             for a in plan.actions])
+        for a in plan.actions:  # each kill takes one more instance of its job down
+            if a.job_id in down:
+                down[a.job_id] += 1
         moved = [f"{a.job_id}/{a.instance}: {a.reason}" for a in plan.actions]
         if moved or book.drain_reasons.get(view.name) != plan.reason:
             progress.append({"host": view.name, "at": now_ms, "reason": plan.reason,
