@@ -174,3 +174,46 @@ def test_two_hosts_draining_at_once_share_the_job_budget() -> None:
     out = j.tick(2_000)
     assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 0)]
     assert "SLA allows 1" in j.book.drain_reasons["h1"]
+
+
+def _pinned_wait(j: Jobmgr, job_id: str, instance: int, host_name: str) -> None:
+    """The daemon run is admitted and the placement engine says it waits for its host."""
+    j.send("TasksAdmitted", {"at": j.now, "pool": "/default", "tasks": [
+        {"job_id": job_id, "instance": instance, "run": 1, "pinned_host": host_name,
+         "config_version": 1}]})
+    j.send("PlacementFailed", {"at": j.now, "round": 7, "tasks": [
+        {"job_id": job_id, "instance": instance, "run": 1, "reason":
+         f"waiting for host {host_name} (the run is pinned to it): no room"}]})
+
+
+def test_a_daemon_that_cannot_fit_preempts_batch_work_on_its_host() -> None:
+    j = Jobmgr()
+    host(j, "h1")
+    j.submit("low", 2, cpu=1.0, priority=1)
+    j.submit("high", 1, cpu=1.0, priority=5)
+    j.submit("keep", 1, cpu=1.0, preemptible=False)
+    j.send("JobSubmitted", service("web", 1))
+    for job_id, i in (("low", 0), ("low", 1), ("high", 0), ("keep", 0), ("web", 0)):
+        j.to_running(job_id, i, "h1")
+    daemon(j)  # 0.1 cpu
+    _pinned_wait(j, "dns", 0, "h1")
+    out = j.tick(2_000)
+    taken = [c[:2] for c in changes(out) if c[4] == "PREEMPTING"]
+    assert taken == [("low", 1)]  # lowest priority, newest first; 1 cpu covers 0.1
+    reason = j.task("low", 1).reason
+    assert reason.startswith("PREEMPTED (DAEMON: daemon dns/0 needs room on host h1")
+    assert changes(j.tick(2_000)) == []  # room on its way: no more victims
+    j.status("h1", "low", 1, "KILLED")
+    assert j.task("low", 1).run == 2  # retried elsewhere, not failed
+
+
+def test_a_daemon_never_takes_long_running_or_non_preemptible_work() -> None:
+    j = Jobmgr()
+    host(j, "h1")
+    j.submit("keep", 1, cpu=1.0, preemptible=False)
+    j.send("JobSubmitted", service("web", 1))
+    j.to_running("keep", 0, "h1")
+    j.to_running("web", 0, "h1")
+    daemon(j)
+    _pinned_wait(j, "dns", 0, "h1")
+    assert [c for c in changes(j.tick(2_000)) if c[4] == "PREEMPTING"] == []

@@ -239,3 +239,14 @@ def test_pinned_tasks_go_to_their_host_or_nowhere_and_the_round_stays_sound(
         pin, cpu, _ = tasks[int(task_id.split("-")[1])]
         if pin is not None:
             assert room.get(pin, 0) < cpu
+
+
+def test_pinned_runs_go_before_work_that_could_go_anywhere() -> None:
+    # room for one task on h1 (and none elsewhere): the run pinned there gets it, though
+    # the unpinned run was admitted first
+    board = board_with(offer("h1", cpu=4, free_cpu=1), offer("h2", cpu=4, free_cpu=0))
+    admit(board, 0, pin=None, at=1)
+    admit(board, 1, pin="h1", at=2)
+    out = board.next_round(3)
+    assert placed(out) == {1: "h1"}
+    assert 0 in failed(out)

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from peloton.jobmgr.domain import kills, updates
+from peloton.jobmgr.domain.daemonroom import make_room
 from peloton.jobmgr.domain.daemons import is_daemon, place_daemons
 from peloton.jobmgr.domain.drains import drain_hosts
 from peloton.jobmgr.domain.folding import (
@@ -527,6 +528,7 @@ class JobBook:
         for job_id in sorted(j for j, rec in self.updates.items() if rec.live):
             events.extend(updates.roll(self, job_id, batch, now_ms))
         place_daemons(self, batch)
+        make_room(self, batch)
         progress = drain_hosts(self, batch, now_ms)
         events.extend(self._commit(batch, now_ms))
         events.extend(self._drained(progress))

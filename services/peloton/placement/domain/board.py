@@ -21,8 +21,9 @@ Contract:
 - Holds: room the host's offer holds for a stateful task between runs (OfferReceived v3
   `holds`) is given to no run but a pinned run of that task. Such a run (not a gang
   member) is placed first in the round, alone against its host's `held_view` (the hold
-  added back), so its reason, per-filter counts included, is about that room; the rest
-  of the round is placed afterwards, against the views that already count it.
+  added back), so its reason, per-filter counts included, is about that room; then the
+  other pinned runs (daemon instances) in one pass, as they have one host each; the rest
+  of the round is placed afterwards, against the views that already count them.
 - Config versions (rolling updates): JobCreated is version 1 of a job's spec, each
   JobSpecChanged a later one (`versions`, every version kept while the job lives: a not
   yet updated instance may start a new run of an old version). A run is placed with the
@@ -285,6 +286,7 @@ class PlacementBoard:
         by_task = {r.request.task_id: (k, r)
                    for r, (k, _) in zip(requests, known, strict=True)}
         held, unplaced = self._place_held(requests, known)
+        self._place_pinned(requests, known, held, unplaced)
         result = place(self.hosts.table(),
                        [r.request for r in requests if r.request.task_id not in unplaced
                         and r.request.task_id not in held])
@@ -343,6 +345,28 @@ class PlacementBoard:
                                       tuple(p.ports.values()), self._revocable(key),
                                       self.hosts.generation(host)))
         return placed, unplaced
+
+    def _place_pinned(self, requests: list[Request], known: list[tuple[RunKey, JobSpec]],
+                      placed: dict[str, Placement], unplaced: dict[str, str]) -> None:
+        """Then the other pinned runs (daemon instances, stateful runs without a hold),
+        in one pass before the rest of the round: such a run has one host it may use, so
+        it goes before work that could go anywhere takes that room. Adds to `placed` and
+        `unplaced`; each placement holds its room in the views, as `_place_held`'s do."""
+        chosen = [(req, key) for req, (key, _) in zip(requests, known, strict=True)
+                  if req.pinned_host is not None and req.request.gang_size <= 1
+                  and req.request.task_id not in placed
+                  and req.request.task_id not in unplaced]
+        if not chosen:
+            return
+        result = place(self.hosts.table(), [req.request for req, _ in chosen])
+        unplaced.update(result.unplaced)
+        keys = {req.request.task_id: (req, key) for req, key in chosen}
+        for p in result.placements:
+            req, key = keys[p.task_id]
+            placed[p.task_id] = p
+            self.hosts.hold(key, Hold(p.host, self._resources_of(req.spec_resources),
+                                      tuple(p.ports.values()), self._revocable(key),
+                                      self.hosts.generation(p.host)))
 
     def _gang_gone(self, key: RunKey) -> bool:
         """True when the run is a gang member (spec.gang_id) whose gang already went
