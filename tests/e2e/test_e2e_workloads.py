@@ -3,7 +3,10 @@ real processes): an HTTP service passes its HTTP health check, an instance that 
 restarted with backoff, one that fails its health check is restarted, a stateful
 instance finds its volume again on the same host, a daemon runs once per host, and a
 drained host loses its runs (the service stays within its SLA) while the daemon stops
-last. The restart backoff base is 1 s here (PELOTON_JOBMGR_RESTART_BACKOFF_S)."""
+last, through a kill -9 of the job manager right after the drain began; a rolling update
+never has more than --max-unavailable instances down (polled all along) through kill -9 of
+the job manager and of each resource manager in turn, and a failing health check rolls an
+update back. The restart backoff base is 1 s here (PELOTON_JOBMGR_RESTART_BACKOFF_S)."""
 
 from __future__ import annotations
 
@@ -126,7 +129,7 @@ def test_a_stateful_instance_keeps_its_volume_and_its_host(api: httpx.Client,
 
 
 def test_a_daemon_runs_once_per_host_and_a_drain_moves_work_off_a_host(
-        api: httpx.Client) -> None:
+        api: httpx.Client, cluster: Cluster) -> None:
     daemon = submit(api, """
 name: node-agent
 type: DAEMON
@@ -144,6 +147,8 @@ defaultConfig:
     target = tasks(api, web)[0]["host"]
     r = api.post(f"/v1/hosts/{target}/maintenance", json={"action": "start"})
     assert r.status_code == 202, r.text
+    cluster.kill("jobmgr")  # kill -9 of the drainer right after the drain began
+    cluster.start_service("jobmgr")
 
     def drained() -> bool:
         hosts = {h["host"]: h for h in api.get("/v1/hosts").json()["hosts"]}
@@ -191,8 +196,11 @@ def test_a_rolling_update_survives_a_jobmgr_crash_and_keeps_max_unavailable(
         down = sum(1 for t in now if t["state"] != "RUNNING" or t["health"] != "HEALTHY")
         worst = max(worst, down)
         if not killed and any(t.get("config_version") == 2 for t in now):
-            cluster.kill("jobmgr")  # kill -9 in the middle of the update
-            cluster.start_service("jobmgr")
+            # kill -9 in the middle of the update: the job manager (which drives it), then
+            # each resource manager in turn (so the leader among them) while it goes on
+            for name in ("jobmgr", "resmgr-1", "resmgr-2"):
+                cluster.kill(name)
+                cluster.start_service(name)
             killed = True
         time.sleep(0.2)
     assert state == "SUCCEEDED" and killed
