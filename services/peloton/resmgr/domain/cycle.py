@@ -478,7 +478,7 @@ class ResourceManager:
                 index[entry.task_id] = entry
                 job = entry.job
                 tasks.append(TaskView(entry.task_id, self._pool_of(entry), entry.state,
-                                      job.priority, entry.resources, job.preemptible,
+                                      job.priority, entry.resources, job.victim,
                                       entry.revocable, entry.started_seq))
         queues, _, _ = self._queues(now_ms)
         plan = plan_preemption(views, tasks, queues, self.preemption,

@@ -159,6 +159,16 @@ class JobInfo:
         return self.spec.preemptible
 
     @property
+    def victim(self) -> bool:
+        """Whether preemption may choose this job's runs: a preemptible job, but a
+        STATEFUL one only when its SLA names how many instances may be down
+        (`sla.maximumUnavailableInstances`): its data stays on its host, so it is not
+        moved for another pool's sake unless its owner said how much it can take.
+        Admission still counts it as preemptible work."""
+        return self.spec.preemptible and not (
+            self.spec.type == "STATEFUL" and self.spec.get("max_unavailable") is None)
+
+    @property
     def revocable(self) -> bool:
         return self.spec.revocable
 
