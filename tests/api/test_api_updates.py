@@ -265,6 +265,10 @@ async def test_stop_kills_the_job(client: httpx.AsyncClient, loaded: Store,
     ((topic, etype, body),) = published(publisher)
     assert (topic, etype, body["instances"]) == ("job-kill-requested", "JobKillRequested", [])
     assert body["reason"] == "stopped by api through the API"
+    r = await client.post("/v1/jobs/job-svc/stop", params={"instances": "0"})
+    assert r.status_code == 202 and r.json()["instances"] == [0]
+    r = await client.post("/v1/jobs/job-svc/stop", params={"instances": "5-9"})
+    assert r.status_code == 400 and r.json()["details"][0]["field"] == "instances"
 
 
 async def test_tasks_show_their_config_version(client: httpx.AsyncClient,

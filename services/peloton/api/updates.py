@@ -342,13 +342,20 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
 
     @router.post("/v1/jobs/{job_id}/stop", status_code=202, response_model=StopAccepted,
                  tags=["jobs"])
-    async def stop_job(job_id: str, requested_by: str = "api") -> StopAccepted:
-        """Stop a job: kill all its instances (publishes JobKillRequested, as /kill)."""
-        await known_job(job_id)
+    async def stop_job(job_id: str, requested_by: str = "api",
+                       instances: str | None = Query(None, description="only these "
+                                                     "instances, e.g. 0-3,7 (default: all)"),
+                       ) -> StopAccepted:
+        """Stop a job, or some of its instances: they are killed and not restarted
+        (publishes JobKillRequested, as /kill)."""
+        job = await known_job(job_id)
+        chosen, bad = parse_instances(instances, int(job["instance_count"]))
+        if bad:
+            raise BadRequest("invalid stop", [_problem("instances", b) for b in bad])
         await publish(Event("JobKillRequested", job_id, {
-            "job_id": job_id, "at": clock(), "instances": [],
+            "job_id": job_id, "at": clock(), "instances": chosen,
             "reason": f"stopped by {requested_by} through the API"}))
-        return StopAccepted(job_id=job_id, instances=[])
+        return StopAccepted(job_id=job_id, instances=chosen)
 
     @router.get("/v1/jobs/{job_id}/updates", response_model=UpdateList)
     async def list_updates(job_id: str) -> dict[str, Any]:

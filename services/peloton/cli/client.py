@@ -93,8 +93,11 @@ class PelotonClient:
         return dict(self._json("POST", f"/v1/jobs/{job_id}/kill",
                                json={"instances": instances or [], "reason": reason}))
 
-    def stop_job(self, job_id: str, requested_by: str = "") -> dict[str, Any]:
+    def stop_job(self, job_id: str, requested_by: str = "",
+                 instances: str | None = None) -> dict[str, Any]:
         params = {"requested_by": requested_by} if requested_by else {}
+        if instances:
+            params["instances"] = instances
         return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/stop",
                                params=params))
 

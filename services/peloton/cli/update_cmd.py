@@ -219,10 +219,13 @@ def job_restart(
 
 def job_stop(job_id: Annotated[str, typer.Argument(help="The job to stop.")],
              requested_by: ByOpt = None, output: OutputOpt = Output.table,
-             api: ApiOpt = None) -> None:
-    """Stop a job: kill all its instances."""
+             api: ApiOpt = None,
+             instances: Annotated[str | None, typer.Option(
+                 "--instances", help="Only these instances, e.g. 0-3,7 (default: all).")] =
+             None) -> None:
+    """Stop a job, or some of its instances: they are killed and not restarted."""
     with api_client(api) as client:
-        data = client.stop_job(job_id, requested_by or getpass.getuser())
+        data = client.stop_job(job_id, requested_by or getpass.getuser(), instances)
     if output is Output.json:
         typer.echo(json.dumps(data, indent=2))
     else:
