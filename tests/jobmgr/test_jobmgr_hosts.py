@@ -217,3 +217,14 @@ def test_a_daemon_never_takes_long_running_or_non_preemptible_work() -> None:
     daemon(j)
     _pinned_wait(j, "dns", 0, "h1")
     assert [c for c in changes(j.tick(2_000)) if c[4] == "PREEMPTING"] == []
+
+
+def test_a_host_that_is_no_longer_draining_has_no_drain_reason() -> None:
+    j = Jobmgr()
+    host(j, "h1")
+    j.submit("etl", 1)
+    j.to_running("etl", 0, "h1")
+    host(j, "h1", state="DRAINING")
+    assert "h1" in j.book.drain_reasons
+    host(j, "h1", state="DRAINED")  # read live (handle), not only on replay (apply)
+    assert "h1" not in j.book.drain_reasons

@@ -37,6 +37,38 @@ def register(app: typer.Typer) -> None:
     sim_app = typer.Typer(no_args_is_help=True, help="Cluster simulator (simulated time).")
     app.add_typer(sim_app, name="sim")
     sim_app.command("run")(run)
+    sim_app.command("mixed")(mixed)
+
+
+def mixed(
+    scenario: Annotated[Path, typer.Argument(help="Scenario file (YAML), e.g. "
+                                             "examples/sim/mixed.yaml.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Directory for metrics.json "
+                                             "and the plot [default: sim-out/<name>].")] = None,
+    output: Annotated[OutputFormat, typer.Option("--output", "-o",
+                                                 help="Summary format.")] = OutputFormat.table,
+) -> None:
+    """Every job type (batch, service, stateful, daemon), rolling updates and host
+    maintenance on the production cores under simulated time (see peloton.sim.mixed)."""
+    import json
+
+    from peloton.cli.bench_cmd import _bar
+    from peloton.sim.mixed import load_mixed, run_mixed, write_mixed
+
+    sc = load_mixed(scenario.read_text())
+    with _bar("sim mixed") as update:
+        result = run_mixed(sc, update)
+    written = write_mixed(result, out or Path("sim-out") / sc.name)
+    if output is OutputFormat.json:
+        print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
+        return
+    table = Table("figure", "value", title=f"sim mixed: {sc.name}")
+    for key, value in result.items():
+        if key != "samples":
+            table.add_row(key, json.dumps(value) if isinstance(value, (dict, list))
+                          else str(value))
+    Console().print(table)
+    Console(stderr=True).print(f"wrote {', '.join(str(p) for p in written)}")
 
 
 def run(

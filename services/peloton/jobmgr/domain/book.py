@@ -152,9 +152,7 @@ class JobBook:
                 if body["version"] == max(known.versions):
                     known.spec = spec
         elif etype == "HostStateChanged":
-            self.hosts.apply(body)
-            if body["state"] != "DRAINING":
-                self.drain_reasons.pop(body["host"], None)
+            self._host_changed(body)
         elif etype == "HostDrainProgressed":
             self.drain_reasons[body["host"]] = body["reason"]
         elif etype == "TaskHealthChanged":
@@ -169,6 +167,14 @@ class JobBook:
             self.pools = {p["pool"] for p in body["pools"]}
             parents = {p["parent"] for p in body["pools"] if p["parent"]}
             self.leaf_pools = self.pools - parents
+
+    def _host_changed(self, body: dict[str, Any]) -> bool:
+        """Fold a HostStateChanged; a host no longer DRAINING has no drain to account for."""
+        changed = self.hosts.apply(body)
+        view = self.hosts.views.get(body["host"])
+        if view is None or view.state.value != "DRAINING":
+            self.drain_reasons.pop(body["host"], None)
+        return changed
 
     def _apply_kill_intent(self, job_id: str, instances: list[int], at: int) -> None:
         if not instances:
@@ -278,7 +284,7 @@ class JobBook:
         """Apply a live input fact, decide, apply and return the events that follow."""
         self.now_ms = now_ms
         if etype == "HostStateChanged":
-            if not self.hosts.apply(body):
+            if not self._host_changed(body):
                 return []
             batch = Batch()
             place_daemons(self, batch)
