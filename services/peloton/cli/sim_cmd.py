@@ -57,7 +57,7 @@ def mixed(
 
     sc = load_mixed(scenario.read_text())
     with _bar("sim mixed") as update:
-        result = run_mixed(sc, update)
+        result = run_mixed(sc, update, clock=time.perf_counter)
     written = write_mixed(result, out or Path("sim-out") / sc.name)
     if output is OutputFormat.json:
         print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
