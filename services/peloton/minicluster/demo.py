@@ -156,7 +156,10 @@ def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
     state = DemoState(plain=None if console.is_terminal else console)
     files = sorted(jobs_dir.glob("*.yaml"))
     backfill = jobs_dir / "backfill.yaml"
-    with Live(console=console, refresh_per_second=4) as live:
+    # on a terminal the table is live; elsewhere (a log) the steps are printed as lines
+    # and the table once at the end
+    with Live(console=console, refresh_per_second=4,
+              transient=state.plain is not None) as live:
         state.begin("1/5 pools /services and /batch; backfill borrows idle cpus")
         _pools(client, pools_dir)
         _wait(live, client, state, "an entitlement cycle with /services and /batch",
@@ -225,6 +228,8 @@ def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
         state.begin("done" if not state.failed else f"{len(state.failed)} step(s) failed")
         state.detail = ""
         live.update(_table(client, state))
+    if state.plain is not None:
+        console.print(_table(client, state).renderables[0])
     console.print()
     return state
 
