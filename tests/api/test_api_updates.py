@@ -288,3 +288,15 @@ async def test_openapi_names_the_update_models(client: httpx.AsyncClient) -> Non
     ok = paths["/v1/updates/{update_id}"]["get"]["responses"]["200"]
     assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/UpdateInfo")
     assert "config_version" in spec["components"]["schemas"]["Task"]["properties"]
+
+
+async def test_start_publishes_a_start_of_a_long_running_job(
+        client: httpx.AsyncClient, loaded: Store, publisher: MemoryPublisher) -> None:
+    r = await client.post("/v1/jobs/job-svc/start", params={"instances": "0"})
+    assert r.status_code == 202 and r.json() == {"job_id": "job-svc", "instances": [0]}
+    ((topic, etype, body),) = published(publisher)
+    assert (topic, etype, body["instances"]) == ("job-kill-requested", "JobStartRequested",
+                                                 [0])
+    r = await client.post("/v1/jobs/job-ok/start")  # a batch job
+    assert r.status_code == 400 and r.json()["details"][0]["field"] == "type"
+    assert (await client.post("/v1/jobs/ghost/start")).status_code == 404

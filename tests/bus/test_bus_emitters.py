@@ -101,6 +101,7 @@ REALISTIC: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
                          "j6"),
     "TaskHealthChanged": (lambda: eb.task_health_changed("j7", (0, "HEALTHY")), "j7"),
     "JobSpecChanged": (lambda: eb.job_spec_changed("j8"), "j8"),
+    "JobStartRequested": (lambda: eb.job_start_requested("j8", 1), "j8"),
     "UpdateStateChanged": (lambda: eb.update_state_changed("j8"), "j8"),
     "JobUpdateRejected": (lambda: eb.job_update_rejected("j8"), "j8"),
     "JobUpdateRequested": (lambda: eb.job_update_requested("j8"), "j8"),

@@ -226,3 +226,18 @@ def test_a_failing_health_check_rolls_the_update_back(api: httpx.Client) -> None
     assert r.status_code == 400, r.text
     api.post(f"/v1/jobs/{job}/kill", json={})
     wait_job(api, job, {"KILLED"}, 60)
+
+
+def test_stopped_instances_start_again(api: httpx.Client) -> None:
+    job = submit(api, service("stopstart", "sleep 600", n=2))
+    wait_for(lambda: [t["state"] for t in tasks(api, job)] == ["RUNNING"] * 2, 60)
+    api.post(f"/v1/jobs/{job}/stop", params={"instances": "1"})
+    wait_for(lambda: tasks(api, job)[1]["state"] == "KILLED", 60)
+    assert tasks(api, job)[0]["state"] == "RUNNING"
+    assert api.post(f"/v1/jobs/{job}/start", params={"instances": "1"}).status_code == 202
+    wait_for(lambda: [(t["state"], t["run"]) for t in tasks(api, job)]
+             == [("RUNNING", 1), ("RUNNING", 2)], 60, what="instance 1 running again")
+    assert api.post(f"/v1/jobs/{job}/stop").status_code == 202  # the whole job: it ends
+    wait_job(api, job, {"KILLED"}, 60)
+    r = api.post(f"/v1/jobs/{job}/start")
+    assert r.status_code == 409 and "submit it again" in r.text

@@ -27,7 +27,8 @@ __all__ = ["Body", "PUBLIC", "RECONCILE", "Jobmgr", "types", "changes", "job_sta
            "controlled"]
 
 Body = dict[str, Any]
-PUBLIC = ("JobSubmitted", "JobKillRequested", "HostStateChanged", "JobUpdateRequested",
+PUBLIC = ("JobSubmitted", "JobKillRequested", "JobStartRequested", "HostStateChanged",
+          "JobUpdateRequested",
           "UpdateCommandRequested")  # replayed inputs
 RECONCILE = "reconcile"  # a pseudo input: the shell's periodic reconcile
 

@@ -83,6 +83,13 @@ def job_kill_requested(job_id: str, *instances: int, at: int = 0, reason: str = 
             "requested_by": requested_by}
 
 
+def job_start_requested(job_id: str, *instances: int, at: int = 0,
+                        requested_by: str = "tester") -> Body:
+    """Start a stopped long-running job (no instances) or some of its instances again."""
+    return {"job_id": job_id, "at": at, "instances": list(instances),
+            "requested_by": requested_by}
+
+
 def task_state_changed(
     job_id: str, *changes: tuple[int, str], run: int = 1, previous: str = "PENDING",
     host: str | None = None, at: int = 0,

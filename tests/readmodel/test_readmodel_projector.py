@@ -16,7 +16,8 @@ from peloton.readmodel.projector import COLUMNS, SourcePos, project, version
 # events whose effect the read model shows through the job manager's TaskStateChanged
 NOT_SHOWN = {"PlacementMade", "PlacementRejected", "TaskLaunchRequested", "TaskKillRequested",
              "HostMaintenanceRequested",  # its outcome: HostStateChanged or ...Rejected
-             "UpdateCommandRequested"}  # its outcome: UpdateStateChanged or JobUpdateRejected
+             "UpdateCommandRequested",  # its outcome: UpdateStateChanged or JobUpdateRejected
+             "JobStartRequested"}  # its outcome: new runs (TaskStateChanged), JobStateChanged
 SRC = SourcePos("job-events", 2, 40)
 
 

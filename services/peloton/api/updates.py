@@ -340,6 +340,33 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
         return await request_update(job_id, config, settings, update_id, requested_by, now,
                                     chosen)
 
+    @router.post("/v1/jobs/{job_id}/start", status_code=202, response_model=StopAccepted,
+                 tags=["jobs"])
+    async def start_job(job_id: str, requested_by: str = "api",
+                        instances: str | None = Query(None, description="only these "
+                                                      "instances, e.g. 0-3,7 (default: all)"),
+                        ) -> StopAccepted:
+        """Start stopped instances of a live SERVICE or STATEFUL job again (all of them, or
+        `instances`): they get new runs (publishes JobStartRequested). 409 for a job that
+        has ended (a whole-job stop): it is submitted again."""
+        job = await known_job(job_id)
+        if job.get("type") not in ("SERVICE", "STATEFUL"):
+            raise BadRequest("invalid start", [_problem(
+                "type", f"only SERVICE and STATEFUL instances start again (job {job_id} "
+                        f"is {job.get('type')}: a batch job is submitted again, a daemon's "
+                        "instances follow its hosts)")])
+        if job.get("state") in ("KILLED", "SUCCEEDED", "FAILED"):
+            raise Conflict(f"job {job_id} has ended ({job['state']})", [_problem(
+                "job_id", "an ended job does not start again: submit it again (stop "
+                          "instances with `stop --instances` to start them later)")])
+        chosen, bad = parse_instances(instances, int(job["instance_count"]))
+        if bad:
+            raise BadRequest("invalid start", [_problem("instances", b) for b in bad])
+        await publish(Event("JobStartRequested", job_id, {
+            "job_id": job_id, "at": clock(), "instances": chosen,
+            "requested_by": requested_by}))
+        return StopAccepted(job_id=job_id, instances=chosen)
+
     @router.post("/v1/jobs/{job_id}/stop", status_code=202, response_model=StopAccepted,
                  tags=["jobs"])
     async def stop_job(job_id: str, requested_by: str = "api",

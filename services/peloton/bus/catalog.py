@@ -66,8 +66,10 @@ _OFFERS = Batch("offers", "one batch lists every host with free resources; batch
 TOPICS: tuple[Topic, ...] = (
     Topic("job-submitted", "job_id", 4, ("JobSubmitted",), public=True,
           doc="teams submit jobs here (any Kafka client)"),
-    Topic("job-kill-requested", "job_id", 4, ("JobKillRequested",), public=True,
-          doc="kill a job or some of its instances"),
+    Topic("job-kill-requested", "job_id", 4, ("JobKillRequested", "JobStartRequested"),
+          public=True, doc="kill (stop) a job or some of its instances, or start a "
+                           "stopped long-running job or instances again (one partition "
+                           "per job: kills and starts stay in order)"),
     Topic("job-events", "job_id", 4,
           ("JobCreated", "JobRejected", "JobStateChanged", "TaskStateChanged",
            "TaskHealthChanged", "JobSpecChanged", "UpdateStateChanged", "JobUpdateRejected"),

@@ -93,6 +93,14 @@ class PelotonClient:
         return dict(self._json("POST", f"/v1/jobs/{job_id}/kill",
                                json={"instances": instances or [], "reason": reason}))
 
+    def start_job(self, job_id: str, requested_by: str = "",
+                  instances: str | None = None) -> dict[str, Any]:
+        params = {"requested_by": requested_by} if requested_by else {}
+        if instances:
+            params["instances"] = instances
+        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/start",
+                               params=params))
+
     def stop_job(self, job_id: str, requested_by: str = "",
                  instances: str | None = None) -> dict[str, Any]:
         params = {"requested_by": requested_by} if requested_by else {}

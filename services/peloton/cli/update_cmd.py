@@ -232,6 +232,22 @@ def job_stop(job_id: Annotated[str, typer.Argument(help="The job to stop.")],
         typer.echo(f"stop of job {job_id} requested")
 
 
+def job_start(job_id: Annotated[str, typer.Argument(help="The job to start again.")],
+              requested_by: ByOpt = None, output: OutputOpt = Output.table,
+              api: ApiOpt = None,
+              instances: Annotated[str | None, typer.Option(
+                  "--instances", help="Only these instances, e.g. 0-3,7 (default: all).")] =
+              None) -> None:
+    """Start stopped instances of a live SERVICE or STATEFUL job again (those stopped with
+    `job stop --instances`; a job stopped whole has ended and is submitted again)."""
+    with api_client(api) as client:
+        data = client.start_job(job_id, requested_by or getpass.getuser(), instances)
+    if output is Output.json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(f"start of job {job_id} requested")
+
+
 # ---- update get, list, commands ----------------------------------------------------------
 def update_get(update_id: Annotated[str, typer.Argument(help="The update's id.")],
                output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
@@ -300,10 +316,12 @@ def _command(command: str) -> Any:
 
 
 def register(job_app: typer.Typer) -> typer.Typer:
-    """Add `update`, `restart` and `stop` to `job`; return the `update` command's typer."""
+    """Add `update`, `restart`, `stop` and `start` to `job`; return the `update`
+    command's typer."""
     job_app.command("update")(job_update)
     job_app.command("restart")(job_restart)
     job_app.command("stop")(job_stop)
+    job_app.command("start")(job_start)
     update_app = typer.Typer(help="Inspect, pause, resume, abort or roll back rolling "
                                   "updates.", no_args_is_help=True)
     update_app.command("get")(update_get)

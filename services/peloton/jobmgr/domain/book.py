@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from peloton.jobmgr.domain import kills, updates
+from peloton.jobmgr.domain import kills, starts, updates
 from peloton.jobmgr.domain.daemonroom import make_room
 from peloton.jobmgr.domain.daemons import is_daemon, place_daemons
 from peloton.jobmgr.domain.drains import drain_hosts
@@ -94,6 +94,9 @@ class JobBook:
         self.updates: dict[str, updates.UpdateRecord] = {}  # job -> its newest update
         self.update_inbox: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # undecided
         self.answered_at: dict[str, int] = {}  # job -> newest update request answered
+        self.start_at: dict[str, int] = {}  # job -> newest JobStartRequested (see starts)
+        # instances a start spared from a whole-job kill of a job not created yet
+        self.kill_spared: dict[str, set[int]] = {}
 
     def known(self, job_id: str) -> bool:
         return job_id in self.jobs or job_id in self.rejected or job_id in self.forgotten
@@ -116,6 +119,10 @@ class JobBook:
                     self.daemon_jobs.add(job_id)
                 if job_id in self.kill_intents:  # folded first on replay: honour it
                     intent = self.kill_intents[job_id]
+                    spared = self.kill_spared.pop(job_id, set())
+                    if intent is None and spared:  # a start spared these (see starts)
+                        intent = set(range(len(tasks))) - spared
+                        self.kill_intents[job_id] = intent
                     self._apply_kill_intent(job_id, [] if intent is None else sorted(intent),
                                             self.intent_at.get(job_id, 0))
         elif etype == "JobRejected":
@@ -126,6 +133,8 @@ class JobBook:
         elif etype == "JobKillRequested":
             if job_id not in self.forgotten:
                 self._apply_kill_intent(job_id, body["instances"], int(body.get("at", 0)))
+        elif etype == "JobStartRequested":
+            starts.apply_start(self, body)
         elif etype == "TaskStateChanged":
             self._apply_changes(job_id, body["changes"], int(body["at"]))
         elif etype in ("JobUpdateRequested", "UpdateCommandRequested"):
@@ -163,10 +172,21 @@ class JobBook:
                 known.state = JobState(body["state"])
                 if known.state in TERMINAL_JOB and known.ended_at is None:
                     known.ended_at = self.ended[job_id] = int(body["at"])
+                elif known.state not in TERMINAL_JOB:  # started again (see starts)
+                    known.ended_at = None
+                    self.ended.pop(job_id, None)
         elif etype == "EntitlementUpdated":
             self.pools = {p["pool"] for p in body["pools"]}
             parents = {p["parent"] for p in body["pools"] if p["parent"]}
             self.leaf_pools = self.pools - parents
+
+    def _kill_covers(self, job_id: str, instance: int) -> bool:
+        """Whether a standing kill intent names the instance (the fold has seen every
+        kill and start of the job up to here, in their order: one partition)."""
+        if job_id not in self.kill_intents:
+            return False
+        intent = self.kill_intents[job_id]
+        return intent is None or instance in intent
 
     def _host_changed(self, body: dict[str, Any]) -> bool:
         """Fold a HostStateChanged; a host no longer DRAINING has no drain to account for."""
@@ -179,10 +199,13 @@ class JobBook:
     def _apply_kill_intent(self, job_id: str, instances: list[int], at: int) -> None:
         if not instances:
             self.kill_intents[job_id] = None
+            self.kill_spared.pop(job_id, None)
         else:
             current = self.kill_intents.get(job_id, set())
             if current is not None:
                 self.kill_intents[job_id] = current | set(instances)
+            elif job_id in self.kill_spared:  # killed again after a start spared them
+                self.kill_spared[job_id] -= set(instances)
         self.intent_at[job_id] = max(at, self.intent_at.get(job_id, at))
         job = self.jobs.get(job_id)
         if job is not None:
@@ -205,6 +228,9 @@ class JobBook:
                 continue
             new_state = S(ch["state"])
             version = int(ch.get("config_version", 1))
+            if (ch["run"] > task.run and ch["reason"].startswith(starts.STARTED)
+                    and not self._kill_covers(job_id, task.instance)):
+                task.kill_requested = False  # started again, and no kill of it stands
             if ch["run"] > task.run:
                 task.placement_attempts = 0
                 task.placed_round = -1
@@ -295,6 +321,9 @@ class JobBook:
         if etype in ("JobUpdateRequested", "UpdateCommandRequested"):
             self.apply(etype, body)
             return self._decide_updates(body["job_id"], now_ms)
+        if etype == "JobStartRequested":
+            self.apply(etype, body)
+            return self._start(body["job_id"], now_ms, body.get("requested_by", ""))
         if etype in ("JobSubmitted", "JobKillRequested", "EntitlementUpdated"):
             self.apply(etype, body)
             if etype == "JobSubmitted" and body["job_id"] in self.submitted:
@@ -491,6 +520,19 @@ class JobBook:
                 self.update_inbox[job_id].remove((etype, body))  # answered by a no-op
         return events
 
+    def _start(self, job_id: str, now_ms: int, requested_by: str = "") -> list[Event]:
+        job = self.jobs.get(job_id)
+        if not starts.startable(job) or job_id in self.ended:
+            return []
+        assert job is not None
+        batch = Batch()
+        starts.carry_out(self, job, batch, requested_by)
+        if job.spec.type == "DAEMON":
+            place_daemons(self, batch, [job_id])
+        if not batch.changes:  # a start changes the job's state even if no task moved
+            return self._job_state_events(job, now_ms) + self._commit(batch, now_ms)
+        return self._commit(batch, now_ms)
+
     def roll_now(self, job_id: str, now_ms: int) -> list[Event]:
         """One step of the job's update and the task changes it decides."""
         batch = Batch()
@@ -503,6 +545,9 @@ class JobBook:
         events: list[Event] = []
         for job_id in sorted(self.update_inbox):
             events.extend(self._decide_updates(job_id, now_ms))
+        for job_id in sorted(self.start_at):
+            if job_id in self.jobs:
+                events.extend(self._start(job_id, now_ms))
         for job_id in sorted(self.submitted):
             events.extend(self._decide_submission(self.submitted[job_id], now_ms))
         batch = Batch()
@@ -554,11 +599,13 @@ class JobBook:
                     self.on_host.get(task.host, {}).pop((job_id, task.instance), None)
             self.daemon_jobs.discard(job_id)
             self.updates.pop(job_id, None)
+            self.start_at.pop(job_id, None)
             self.update_inbox.pop(job_id, None)
             self.answered_at.pop(job_id, None)
             self.held.drop_job(job_id, len(job.tasks))
             self.controller_ended.discard(job_id)
             self.kill_intents.pop(job_id, None)
+            self.kill_spared.pop(job_id, None)
             self.intent_at.pop(job_id, None)
             self.forgotten.add(job_id)
         for job_id in [j for j, at in self.rejected_at.items() if at <= horizon]:

@@ -84,6 +84,8 @@ def book_to_data(book: JobBook) -> dict[str, Any]:
         "update_inbox": {job_id: [[t, b] for t, b in inbox]
                          for job_id, inbox in sorted(book.update_inbox.items())},
         "answered_at": dict(sorted(book.answered_at.items())),
+        "start_at": dict(sorted(book.start_at.items())),
+        "kill_spared": {j: sorted(v) for j, v in sorted(book.kill_spared.items())},
     }
 
 
@@ -166,6 +168,9 @@ def _book_from_data(data: dict[str, Any], retention_ms: int,
                          for j, v in _mapping(data["update_inbox"], "update_inbox").items()}
     book.answered_at = {str(j): int(v) for j, v in
                         _mapping(data["answered_at"], "answered_at").items()}
+    book.start_at = {str(j): int(v) for j, v in _mapping(data["start_at"], "start_at").items()}
+    book.kill_spared = {str(j): {int(i) for i in _list(v, "kill_spared")}
+                        for j, v in _mapping(data["kill_spared"], "kill_spared").items()}
     book.drain_reasons = {str(k): str(v) for k, v in
                           _mapping(data["drain_reasons"], "drain_reasons").items()}
     return book
