@@ -95,18 +95,18 @@ class PelotonClient:
 
     def start_job(self, job_id: str, requested_by: str = "",
                   instances: str | None = None) -> dict[str, Any]:
-        params = {"requested_by": requested_by} if requested_by else {}
-        if instances:
-            params["instances"] = instances
-        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/start",
-                               params=params))
+        return self._job_verb("start", job_id, requested_by, instances)
 
     def stop_job(self, job_id: str, requested_by: str = "",
                  instances: str | None = None) -> dict[str, Any]:
-        params = {"requested_by": requested_by} if requested_by else {}
-        if instances:
-            params["instances"] = instances
-        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/stop",
+        return self._job_verb("stop", job_id, requested_by, instances)
+
+    def _job_verb(self, verb: str, job_id: str, requested_by: str,
+                  instances: str | None) -> dict[str, Any]:
+        """POST /v1/jobs/{id}/{verb} with `requested_by` and `instances` when given."""
+        params = {k: v for k, v in (("requested_by", requested_by),
+                                    ("instances", instances)) if v}
+        return dict(self._json("POST", f"/v1/jobs/{quote(job_id, safe='')}/{verb}",
                                params=params))
 
     # ---- updates ------------------------------------------------------------------------

@@ -284,8 +284,7 @@ class JobBook:
         """A long-running run's change: where its volume lives, its restart streak."""
         if job.stateful and task.volume_host is None and task.host and state in ON_HOST:
             task.volume_host = task.host
-        checked = job.spec_of(task.config_version).task(task.instance).get("health_check_json")
-        if state == S.RUNNING and not checked:
+        if state == S.RUNNING and not job.health_checked(task):
             task.backoff = task.backoff.became_healthy(at)  # no check: healthy once running
         elif state in OWN_EXITS:
             task.backoff = task.backoff.exited(at)

@@ -26,15 +26,15 @@ from peloton.jobmgr.domain import kills
 from peloton.jobmgr.domain.records import Batch, JobRecord, TaskRecord
 from peloton.model.resources import Resources
 from peloton.model.taskstate import ENDING, TaskState
+from peloton.placement.domain.pins import PINNED_WAIT
 
 if TYPE_CHECKING:
     from peloton.jobmgr.domain.book import JobBook
 
-__all__ = ["make_room", "DAEMON", "PINNED_WAIT"]
+__all__ = ["make_room", "DAEMON"]
 
 S = TaskState
 DAEMON = "DAEMON"
-PINNED_WAIT = "(the run is pinned to it)"  # how the placement engine's reason says it
 _RUNNING = frozenset({S.LAUNCHED, S.STARTING, S.RUNNING})
 _DIMENSIONS = ("cpu", "memory", "disk", "gpu")
 

@@ -67,6 +67,11 @@ class JobRecord:
         """The spec a run of `version` runs (the newest one for an unknown version)."""
         return self.versions.get(version, self.spec)
 
+    def health_checked(self, task: TaskRecord) -> bool:
+        """Whether the task's current run has a health check (its version's spec)."""
+        return bool(self.spec_of(task.config_version).task(task.instance)
+                    .get("health_check_json"))
+
     @property
     def long_running(self) -> bool:
         """SERVICE, STATEFUL and DAEMON instances run until stopped (restarted on exit)."""

@@ -209,8 +209,7 @@ def instance_views(job: JobRecord) -> dict[int, InstanceView]:
 def _health(job: JobRecord, task: TaskRecord) -> Health:
     if task.state != S.RUNNING:
         return Health.NOT_RUNNING
-    checked = job.spec_of(task.config_version).task(task.instance).get("health_check_json")
-    healthy = task.health == "HEALTHY" or (not checked and task.health == "")
+    healthy = task.health == "HEALTHY" or (not job.health_checked(task) and task.health == "")
     return Health.HEALTHY if healthy else Health.UNHEALTHY
 
 

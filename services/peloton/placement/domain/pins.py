@@ -26,7 +26,11 @@ from peloton.model.constraint import (
     LabelOp,
 )
 
-__all__ = ["pin_constraint", "pinned_reason"]
+__all__ = ["pin_constraint", "pinned_reason", "PINNED_WAIT"]
+
+#: The words of a pinned run's reason that say it waits for its host (the job manager
+#: reads them to let a daemon make room there, see jobmgr/domain/daemonroom.py).
+PINNED_WAIT = "(the run is pinned to it)"
 
 
 class _Offer(Protocol):
@@ -49,4 +53,4 @@ def pinned_reason(host: str, offers: Mapping[str, _Offer], reason: str) -> str:
         why = f"{host} is not available"
     else:
         why = reason
-    return f"waiting for host {host} (the run is pinned to it): {why}"
+    return f"waiting for host {host} {PINNED_WAIT}: {why}"
