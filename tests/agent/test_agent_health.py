@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_helpers import TASK_PYTHON
 
 from peloton.agent.app import AgentConfig, AgentCore
 from peloton.bus.codec import default_codec
@@ -112,8 +112,8 @@ class RealAgent:
 
 
 @pytest.fixture
-async def agent(tmp_path: Path) -> Any:
-    a = RealAgent(tmp_path)
+async def agent(open_tmp: Path) -> Any:
+    a = RealAgent(open_tmp)
     try:
         yield a
     finally:
@@ -178,7 +178,7 @@ async def test_a_check_slower_than_its_timeout_fails(agent: RealAgent) -> None:
 async def test_an_http_check_against_a_real_server_becomes_healthy(agent: RealAgent) -> None:
     """The check names the run's declared port; the launch's ports map resolves it."""
     port = free_port()
-    command = f'exec {sys.executable} -m http.server "$PORT_HTTP" --bind 127.0.0.1'
+    command = f'exec {TASK_PYTHON} -m http.server "$PORT_HTTP" --bind 127.0.0.1'
     check = health_check("HTTP", port="http", path="/", failures=5)
     rid = agent.launch("web", 0, 1, command, check=check, env={"PORT_HTTP": str(port)},
                        ports={"http": port})
@@ -195,7 +195,7 @@ async def test_an_http_check_of_a_port_nobody_serves_fails(agent: RealAgent) -> 
     assert message.startswith(f"health check failed: 1 checks in a row (GET /health on port {port}")
 
 
-async def test_a_volume_outlives_its_runs_on_the_host(agent: RealAgent, tmp_path: Path) -> None:
+async def test_a_volume_outlives_its_runs_on_the_host(agent: RealAgent, open_tmp: Path) -> None:
     write = 'test "$PELOTON_VOLUME_PATH" = /data && echo one >> "$PELOTON_VOLUME/log"'
     first = agent.launch("db", 2, 1, write, volume="/data")
     await agent.until(lambda: agent.ended(first))
@@ -204,7 +204,7 @@ async def test_a_volume_outlives_its_runs_on_the_host(agent: RealAgent, tmp_path
     second = agent.launch("db", 2, 2, read, volume="/data")
     await agent.until(lambda: agent.ended(second))
     assert agent.core.runner.read_log(second, "stdout") == b"one\ntwo\n"
-    volume = tmp_path / HOST / "volumes" / "db" / "2"
+    volume = open_tmp / HOST / "volumes" / "db" / "2"
     assert (volume / "log").read_text() == "one\ntwo\n"
     other = agent.launch("db", 3, 1, 'ls "$PELOTON_VOLUME"', volume="/data")  # its own
     await agent.until(lambda: agent.ended(other))

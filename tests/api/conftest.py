@@ -11,9 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readmodel"))
 
+from api_tokens import ADMIN, authenticator, client_as  # noqa: E402
 from readmodel_scenario import full_scenario  # noqa: E402
 
 from peloton.api.app import create_app  # noqa: E402
@@ -55,11 +57,17 @@ def publisher() -> MemoryPublisher:
 
 
 @pytest.fixture
-async def client(store: Store, publisher: MemoryPublisher) -> AsyncIterator[httpx.AsyncClient]:
+async def app(store: Store, publisher: MemoryPublisher) -> AsyncIterator[FastAPI]:
+    """The API with the test tokens of `api_tokens` (tests/model)."""
     agents = httpx.AsyncClient(transport=httpx.MockTransport(agent_logs))
-    app = create_app(store, publisher, http_client=agents, clock=lambda: 123_456,
-                     status=lambda: {"materializer": {"records": 0}})
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://api") as c:
-        yield c
+    yield create_app(store, publisher, http_client=agents, clock=lambda: 123_456,
+                     status=lambda: {"materializer": {"records": 0}},
+                     authenticator=authenticator())
     await agents.aclose()
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An admin's client (see `client_as` for other users, or none)."""
+    async with client_as(app, ADMIN) as c:
+        yield c

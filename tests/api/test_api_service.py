@@ -13,7 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from aiokafka import AIOKafkaProducer
+from api_tokens import ADMIN, headers, tokens_document
 
 from peloton.minicluster.servers import ServerProcess, free_port, start_tansu
 
@@ -64,16 +66,23 @@ def test_submit_is_published_materialized_and_served(broker: str, tmp_path: Path
     port = free_port()
     api = f"http://127.0.0.1:{port}"
     dsn = f"chdb://{tmp_path / 'chdb'}"
-    code = f"from peloton.api.service import run_api; run_api({broker!r}, {dsn!r}, {port})"
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(yaml.safe_dump(tokens_document()))
+    code = ("from pathlib import Path; from peloton.api.auth import configured; "
+            "from peloton.api.service import run_api; "
+            f"run_api({broker!r}, {dsn!r}, {port}, "
+            f"authenticator=configured(Path({str(tokens)!r})))")
+    http = httpx.Client(base_url=api, headers=headers(ADMIN))
     log = (tmp_path / "api.log").open("w")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: httpx.get(f"{api}/healthz").status_code == 200)
-        r = httpx.post(f"{api}/v1/jobs?job_id=smoke-1", content=JOB,
-                       headers={"content-type": "application/yaml"})
+        assert httpx.get(f"{api}/v1/jobs").status_code == 401  # no token
+        r = http.post("/v1/jobs?job_id=smoke-1", content=JOB,
+                      headers={"content-type": "application/yaml"})
         assert r.status_code == 202
-        job = wait_for(lambda: httpx.get(f"{api}/v1/jobs/smoke-1").status_code == 200
-                       and httpx.get(f"{api}/v1/jobs/smoke-1").json())
+        job = wait_for(lambda: http.get("/v1/jobs/smoke-1").status_code == 200
+                       and http.get("/v1/jobs/smoke-1").json())
         assert job["state"] == "SUBMITTED" and job["name"] == "smoke"
 
         asyncio.run(produce(broker, "job-events", b"not avro"))
@@ -82,6 +91,7 @@ def test_submit_is_published_materialized_and_served(broker: str, tmp_path: Path
                          else None)
         assert stats["records"] >= 2 and stats["rows"] >= 3
     finally:
+        http.close()
         proc.send_signal(signal.SIGTERM)
         try:
             assert proc.wait(timeout=20) is not None

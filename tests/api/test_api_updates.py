@@ -258,12 +258,17 @@ async def test_restart_needs_the_whole_config(client: httpx.AsyncClient, loaded:
     assert publisher.records == []
 
 
-async def test_stop_kills_the_job(client: httpx.AsyncClient, loaded: Store,
-                                  publisher: MemoryPublisher) -> None:
-    r = await client.post("/v1/jobs/job-svc/stop")
-    assert r.status_code == 202 and r.json() == {"job_id": "job-svc", "instances": []}
+async def test_stop_of_a_service_stops_each_instance(client: httpx.AsyncClient,
+                                                    loaded: Store,
+                                                    publisher: MemoryPublisher) -> None:
+    r = await client.post("/v1/jobs/job-svc/stop")  # each instance's kill: STOPPED, startable
+    count = (await client.get("/v1/jobs/job-svc")).json()["instance_count"]
+    assert count > 0
+    assert r.status_code == 202 and r.json() == {"job_id": "job-svc",
+                                                 "instances": list(range(count))}
     ((topic, etype, body),) = published(publisher)
-    assert (topic, etype, body["instances"]) == ("job-kill-requested", "JobKillRequested", [])
+    assert (topic, etype, body["instances"]) == ("job-kill-requested", "JobKillRequested",
+                                                 list(range(count)))
     assert body["reason"] == "stopped by api through the API"
     r = await client.post("/v1/jobs/job-svc/stop", params={"instances": "0"})
     assert r.status_code == 202 and r.json()["instances"] == [0]

@@ -4,10 +4,19 @@ The dashboards (charts/peloton/dashboards/*.json) use the grafana-clickhouse-dat
 plugin's raw SQL. Here each panel's and variable's SQL gets its macros expanded exactly as
 the plugin's backend does (pkg/macros: `$__timeFilter(c)` -> `c >= toDateTime(from) AND
 c <= toDateTime(to)`, `$__timeInterval(c)` -> `toStartOfInterval(toDateTime(c), INTERVAL n
-second)`, ...) and its template variables as Grafana does (`${v}`, `${v:singlequote}`), then
-runs on a chdb store filled through the real projector with the read-model scenario
-(tests/readmodel/readmodel_scenario.py). Results are checked against the store's own
-queries (the API's answers), not just for running.
+second)`, ...) and its template variables as Grafana does, then runs on a chdb store filled
+through the real projector with the read-model scenario (tests/readmodel/readmodel_scenario.py)
+plus host offers over time, a job whose id holds a quote, a backslash and a semicolon, and
+the preemptions of a real resource manager run (tests/resmgr's Sim). Results are checked
+against the store's own queries (the API's answers), not just for running.
+
+Variables are taken safely: every reference in SQL is `decodeURLComponent('${v:percentencode}')`
+(a multi-value one split from Grafana's `{a,b}` form). Grafana's percentencode is
+encodeURIComponent plus `!'()*`, so what lands between the quotes is only [A-Za-z0-9-_.~%]:
+no value can close the string literal or smuggle a backslash. (`${v:singlequote}` escapes a
+quote with a backslash but leaves a backslash alone, and `${v:sqlstring}` doubles quotes
+but leaves backslashes: in ClickHouse, where a backslash escapes, a value with a backslash
+breaks out of either.) The tests below render hostile values the way Grafana would and run them.
 """
 
 from __future__ import annotations
@@ -15,17 +24,21 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readmodel"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "resmgr"))
 
-from readmodel_scenario import Bus, full_scenario, res  # noqa: E402
+from readmodel_scenario import RES, Bus, full_scenario, res, submit  # noqa: E402
+from test_resmgr_service_cycle import two_pools  # noqa: E402
 
+from peloton.jobmgr.domain.book import JobBook  # noqa: E402
 from peloton.readmodel.store import Store  # noqa: E402
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "charts" / "peloton" / "dashboards"
@@ -70,7 +83,36 @@ EXPECTED: dict[tuple[str, str], list[str]] = {
     ("peloton-job", "Task events"): ["time", "instance", "run", "previous_state", "state",
                                      "host", "reason", "exit_code", "failures"],
     ("peloton-job", "$job_id"): ["job_id"],
+    ("peloton-scheduling", "Ready → placed (p50, p99)"): ["t", "p50", "p99"],
+    ("peloton-scheduling", "Submit → RUNNING (p50, p99)"): ["t", "p50", "p99"],
+    ("peloton-scheduling", "Slowest placements"): ["placed", "job_id", "instance", "run",
+                                                   "pool", "ready_to_placed"],
+    ("peloton-scheduling", "Waiting tasks by pool and reason"): ["pool", "stage", "reason",
+                                                                 "tasks"],
+    ("peloton-scheduling", "Wait reasons reported, by pool"): ["t", "pool_reason", "notes"],
+    ("peloton-scheduling", "Cluster CPU: allocated vs capacity"): [
+        "t", "capacity", "allocated", "unavailable"],
+    ("peloton-scheduling", "Cluster memory: allocated vs capacity"): [
+        "t", "capacity", "allocated", "unavailable"],
+    ("peloton-scheduling", "Host CPU allocated (share of capacity)"): ["t", "host",
+                                                                       "allocated"],
+    ("peloton-scheduling", "Host memory allocated (share of capacity)"): ["t", "host",
+                                                                          "allocated"],
+    ("peloton-scheduling", "Preemptions by pool and rule"): ["t", "pool", "rule",
+                                                             "preemptions"],
+    ("peloton-scheduling", "Preempted runs"): ["time", "pool", "rule", "victim", "preemptor",
+                                               "detail"],
+    ("peloton-scheduling", "$pool"): ["pool"],
 }
+
+# Grafana unit ids the dashboards may use (a typo would show raw numbers)
+UNITS = {"short", "none", "ms", "percentunit", "decmbytes", "bytes", "suffix: cores"}
+
+# A job id that breaks naive quoting three ways: it closes a '...' literal (\' is what
+# ${v:singlequote} makes of a quote: the backslash before it escapes the escape), ends a
+# statement and carries an OR that would match every row.
+HOSTILE_JOB = "job-'\\'; x\\' OR 1=1 OR '"
+HOSTILE = ["x' OR '1'='1", "x\\' OR 1=1 --", "x\\", "{a,b}'; SELECT 1; --", "%27 OR 1=1"]
 
 
 # ---- Grafana + plugin macro expansion -------------------------------------------------
@@ -111,12 +153,14 @@ def expand(sql: str, variables: Mapping[str, str | list[str]]) -> str:
             return m.group(0)  # a macro, expanded below
         assert name in variables, f"undefined dashboard variable ${name}"
         value = variables[name]
-        values = value if isinstance(value, list) else [value]
-        if fmt == "singlequote":
+        if fmt == "percentencode":
+            return percentencode(value)
+        if fmt == "singlequote":  # only to show that it is not safe (see the tests)
+            values = value if isinstance(value, list) else [value]
             return ",".join("'" + v.replace("'", "\\'") + "'" for v in values)
         assert fmt is None, f"unsupported variable format {fmt}"
-        assert len(values) == 1, f"${name} is multi-valued: use ${{{name}:singlequote}}"
-        return values[0]
+        assert isinstance(value, str), f"${name} is multi-valued"
+        return value
 
     def macro(m: re.Match[str]) -> str:
         name, args = m.group(1), m.group(2)
@@ -126,6 +170,22 @@ def expand(sql: str, variables: Mapping[str, str | list[str]]) -> str:
     out = _MACRO.sub(macro, _VAR.sub(var, sql))
     assert "$" not in out, f"unexpanded: {out}"
     return out
+
+
+def percentencode(value: str | list[str]) -> str:
+    """Grafana's `${v:percentencode}`: encodeURIComponentStrict (encodeURIComponent, plus
+    !'()* encoded), a multi-value as `{a,b}` encoded whole (formatRegistry.ts)."""
+    text = "{" + ",".join(value) + "}" if isinstance(value, list) else value
+    return quote(text, safe="")  # unreserved: A-Z a-z 0-9 - _ . ~, exactly as Grafana's
+
+
+_SAFE_VAR = re.compile(r"decodeURLComponent\('\$\{\w+:percentencode\}'\)")
+
+
+def unsafe_references(sql: str) -> list[str]:
+    """Variable references in `sql` not in the safe form (macros `$__x` are not variables)."""
+    return [m.group(0) for m in _VAR.finditer(_SAFE_VAR.sub("", sql))
+            if not (m.group(1) or m.group(3)).startswith("__")]
 
 
 # ---- the dashboards -------------------------------------------------------------------
@@ -164,13 +224,53 @@ def _variables(uid: str, **values: str | list[str]) -> dict[str, str | list[str]
     defaults: dict[str, str | list[str]] = {
         "resource": "cpu", "pool": ["/", "/dev", "/prod", "/prod/batch"], "job_id": "job-bad",
     }
+    if uid == "peloton-scheduling":  # the Sim's preemptions are in its pools /A and /B
+        defaults["pool"] = ["/", "/A", "/B", "/dev", "/prod", "/prod/batch"]
     defined = {v["name"] for v in BOARDS[uid]["templating"]["list"]} - {"datasource"}
     return {n: values.get(n, defaults[n]) for n in defined}
 
 
 # ---- the read model -------------------------------------------------------------------
+def _offer(host: str, at: int, free: dict[str, float], available: bool = True
+           ) -> dict[str, Any]:
+    return {"at": at, "offers": [{
+        "host": host, "incarnation": f"{host}-inc1", "capacity": RES, "free": free,
+        "labels": {"zone": "a"}, "generation": at, "available": available,
+        "port_range_begin": 31000, "port_range_end": 32000, "used_ports": [],
+        "task_label_counts": {}}]}
+
+
+def _preemptions(bus: Bus) -> None:
+    """The TasksPreempted of a real resmgr + jobmgr run (one preemption per rule), moved
+    from the Sim's clock (10^6 ms on) into the dashboards' time range."""
+    sim = two_pools()
+    sim.submit("low", "/A", 12, priority=1)
+    sim.run(1.0)
+    sim.submit("high", "/A", 4, priority=5)
+    sim.run(3.0)
+    sim.submit("b", "/B", 12)
+    sim.run(6.0)
+    found = sim.of_type("TasksPreempted")
+    assert {t["reason"] for e in found for t in e.body["tasks"]} == {
+        "HIGHER_PRIORITY_IN_POOL", "POOL_OVER_ENTITLEMENT"}
+    for e in found:
+        bus.add(e.type, e.key, {**e.body, "at": e.body["at"] - 1_000_000})
+
+
 def _scenario() -> Bus:
     bus = full_scenario()
+    # h2 offered, then lost; h1 busier while job-ok runs (its registration offer: 6 cpu free)
+    bus.add("OfferReceived", "offers", _offer("h2", 1_100, RES))
+    bus.add("OfferReceived", "offers", _offer("h2", 1_250, res(), available=False))
+    bus.add("OfferReceived", "offers", _offer("h1", 3_025, res(4, 3840)))
+    bus.add("OfferReceived", "offers", _offer("h1", 4_055, res(6, 4096)))
+    # a job whose id would break naive quoting (anyone may publish to job-submitted): the
+    # job manager rejects the id, the read model shows the job REJECTED
+    book = JobBook()
+    book.apply("EntitlementUpdated", next(r.body for r in bus.records
+                                          if r.etype == "EntitlementUpdated"))
+    submit(bus, book, HOSTILE_JOB, 1, t=8_500, name="hostile")
+    _preemptions(bus)
     # A second entitlement cycle, so pools have history and "newest cycle" means something.
     bus.add("EntitlementUpdated", "cluster", {
         "at": 9_000, "cycle": 8, "capacity": res(8, 8192), "pools": [
@@ -209,8 +309,9 @@ def run(store: Store, uid: str, title: str, **values: str | list[str]
 
 
 # ---- structure ------------------------------------------------------------------------
-def test_three_dashboards_with_unique_ids() -> None:
-    assert set(BOARDS) == {"peloton-overview", "peloton-pools", "peloton-job"}
+def test_four_dashboards_with_unique_ids() -> None:
+    assert set(BOARDS) == {"peloton-overview", "peloton-pools", "peloton-job",
+                           "peloton-scheduling"}
     for board in BOARDS.values():
         ids = [p["id"] for p in _panels(board)]
         assert len(ids) == len(set(ids)), board["uid"]
@@ -244,14 +345,28 @@ def test_targets_use_the_clickhouse_plugin_raw_sql(uid: str) -> None:
 
 
 def test_expand_matches_the_plugin_macros() -> None:
-    got = expand("WHERE $__timeFilter(time) AND x = '${job_id}' AND p IN (${pool:singlequote})"
+    got = expand("WHERE $__timeFilter(time) AND x = '${job_id:percentencode}' AND "
+                 "p IN (${pool:singlequote}) AND q = '${pool:percentencode}'"
                  " GROUP BY $__timeInterval(time) LIMIT $__interval_s",
-                 {"job_id": "j1", "pool": ["/a", "/b"]})
-    assert got == ("WHERE time >= toDateTime(0) AND time <= toDateTime(20) AND x = 'j1' AND "
-                   "p IN ('/a','/b') GROUP BY toStartOfInterval(toDateTime(time), INTERVAL 1 "
-                   "second) LIMIT 1")
+                 {"job_id": "j1 (a)!*'\\;~", "pool": ["/a", "/b"]})
+    assert got == ("WHERE time >= toDateTime(0) AND time <= toDateTime(20) AND "
+                   "x = 'j1%20%28a%29%21%2A%27%5C%3B~' AND p IN ('/a','/b') AND "
+                   "q = '%7B%2Fa%2C%2Fb%7D' GROUP BY toStartOfInterval(toDateTime(time), "
+                   "INTERVAL 1 second) LIMIT 1")
     with pytest.raises(AssertionError, match="undefined"):
         expand("SELECT ${nope}", {})
+
+
+def test_every_panel_has_a_unit() -> None:
+    for uid, board in BOARDS.items():
+        for p in _panels(board):
+            if p["type"] == "row":
+                continue
+            assert p["fieldConfig"]["defaults"].get("unit") in UNITS, (uid, p["title"])
+            for o in p["fieldConfig"]["overrides"]:
+                for prop in o["properties"]:
+                    if prop["id"] == "unit":
+                        assert prop["value"] in UNITS, (uid, p["title"])
 
 
 # ---- every query runs and returns its columns -----------------------------------------
@@ -367,3 +482,195 @@ def test_job_drill_down_agrees_with_the_store(store: Store, job_id: str) -> None
     assert {r["state"]: r["tasks"] for r in by_state} == Counter(t["state"] for t in tasks)
     _, events = run(store, "peloton-job", "Task events", job_id=job_id)
     assert len(events) == sum(len(t["history"]) for t in tasks)
+
+
+# ---- scheduling: placement latency, waiting reasons, host utilization, preemptions -----
+def _quantile(values: list[int], level: float) -> int:
+    """ClickHouse quantileExact: the element at index floor(level * n) of the sorted values."""
+    ordered = sorted(values)
+    return ordered[min(int(level * len(ordered)), len(ordered) - 1)]
+
+
+def _series(rows: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """(event ms, latency ms) -> the panel's rows: per 1 s interval, p50 and p99."""
+    by_second: dict[int, list[int]] = defaultdict(list)
+    for at, latency in rows:
+        by_second[at // 1000].append(latency)
+    return [{"p50": _quantile(v, 0.5), "p99": _quantile(v, 0.99)}
+            for _, v in sorted(by_second.items())]
+
+
+def _jobs(store: Store) -> list[dict[str, Any]]:
+    return store.list_jobs(limit=1000)
+
+
+def test_placement_latency_agrees_with_the_task_histories(store: Store) -> None:
+    ready_to_placed, submit_to_running = [], []
+    for job in _jobs(store):
+        for task in store.tasks_of_job(job["job_id"]):
+            runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+            for h in task["history"]:
+                runs[h["run"]].append(h)
+            for changes in runs.values():
+                ready = [h["at"] for h in changes if h["state"] == "READY"]
+                placed = [h["at"] for h in changes if h["state"] == "PLACED"]
+                if ready and placed:
+                    ready_to_placed.append((max(placed), max(placed) - min(ready)))
+            running = [h["at"] for h in task["history"] if h["state"] == "RUNNING"]
+            if running:
+                submit_to_running.append((min(running), min(running) - job["submitted_at"]))
+    assert len(ready_to_placed) >= 6 and len(submit_to_running) >= 5
+    _, rows = run(store, "peloton-scheduling", "Ready → placed (p50, p99)")
+    assert [{k: r[k] for k in ("p50", "p99")} for r in rows] == _series(ready_to_placed)
+    _, rows = run(store, "peloton-scheduling", "Submit → RUNNING (p50, p99)")
+    assert [{k: r[k] for k in ("p50", "p99")} for r in rows] == _series(submit_to_running)
+    assert {r["p99"] for r in rows} >= {1040}  # job-ok: submitted at 2 000, RUNNING at 3 040
+    _, slow = run(store, "peloton-scheduling", "Slowest placements")
+    assert sorted(r["ready_to_placed"] for r in slow) == sorted(
+        lat for _, lat in ready_to_placed)
+    assert {r["pool"] for r in slow} == {"/prod/batch"}
+
+
+def _category(reason: str) -> tuple[str, str]:
+    """The API's shown reason -> (stage, first clause with numbers as N), as the panel."""
+    for prefix, stage in (("waiting for admission to pool ", "admission"),
+                          ("waiting for placement: ", "placement")):
+        if reason.startswith(prefix):
+            detail = reason[len(prefix):]
+            if stage == "admission":
+                detail = detail.split(": ", 1)[1]
+            return stage, re.sub(r"[0-9]+([.][0-9]+)?", "N", detail.split(": ")[0])
+    return "", "no reason reported yet"
+
+
+def test_waiting_tasks_by_pool_and_reason_agree_with_the_api(store: Store) -> None:
+    expected: Counter[tuple[str, str, str]] = Counter()
+    for job in _jobs(store):
+        for task in store.tasks_of_job(job["job_id"]):
+            if task["state"] in ("PENDING", "READY", "PLACING"):
+                stage, reason = _category(task["reason"])
+                stage = stage or ("admission" if task["state"] == "PENDING" else "placement")
+                expected[(job["respool"], stage, reason)] += 1
+    assert expected == {("/prod/batch", "admission", "pool over entitlement"): 1}
+    _, rows = run(store, "peloton-scheduling", "Waiting tasks by pool and reason")
+    assert {(r["pool"], r["stage"], r["reason"]): r["tasks"] for r in rows} == expected
+    _, none = run(store, "peloton-scheduling", "Waiting tasks by pool and reason",
+                  pool=["/dev"])
+    assert none == []
+
+
+def test_wait_reasons_over_time_count_every_note(store: Store) -> None:
+    _, rows = run(store, "peloton-scheduling", "Wait reasons reported, by pool")
+    assert sum(r["notes"] for r in rows) == store.table_counts()["task_waits"] > 0
+    assert {r["pool_reason"] for r in rows} == {
+        "/prod/batch admission: pool over entitlement",
+        "/prod/batch placement: no host has N free cpu"}
+
+
+def test_host_utilization_carries_each_hosts_newest_offer(store: Store) -> None:
+    _, cpu = run(store, "peloton-scheduling", "Cluster CPU: allocated vs capacity")
+    by_second = {int(r["t"].timestamp()): r for r in cpu}
+    assert sorted(by_second) == list(range(0, 21))  # every interval of the range
+    point = {s: (r["capacity"], r["allocated"], r["unavailable"])
+             for s, r in by_second.items()}
+    assert point[0] == (0, 0, 0)  # no offer yet
+    assert point[1] == (8, 2, 8)  # h1: 6 of 8 free; h2 lost at 1 250 (offer unavailable)
+    assert point[3] == (8, 4, 8)  # job-ok's two runs on h1
+    assert point[4] == point[20] == (8, 2, 8)  # carried forward to the end of the range
+    _, mem = run(store, "peloton-scheduling", "Cluster memory: allocated vs capacity")
+    assert {int(r["t"].timestamp()): r["allocated"] for r in mem}[3] == 8192 - 3840
+    _, hosts = run(store, "peloton-scheduling", "Host CPU allocated (share of capacity)")
+    assert [(r["host"], r["allocated"]) for r in hosts if r["host"] == "h1"] == [
+        ("h1", 0.25), ("h1", 0.5), ("h1", 0.25)]
+    assert [r["allocated"] for r in hosts if r["host"] == "h2"] == [None]  # lost at 1 250
+    api = {h["host"]: h for h in store.hosts()}
+    assert api["h1"]["free"]["cpu"] == 6.0  # the newest offer, as the last point says
+
+
+def test_preemptions_by_pool_and_rule_and_the_victims(store: Store) -> None:
+    api = store.preemptions()
+    _, table = run(store, "peloton-scheduling", "Preempted runs")
+    assert sorted((r["victim"], r["rule"], r["pool"]) for r in table) == sorted(
+        (f"{p['job_id']}/{p['instance']} run {p['run']}", p["reason"], p["pool"])
+        for p in api)
+    for r in table:
+        if r["rule"] == "HIGHER_PRIORITY_IN_POOL":
+            assert re.fullmatch(r"high-[0-3]", r["preemptor"]), r
+            assert r["detail"].startswith(f"for gang {r['preemptor']} (priority 5)")
+        else:
+            assert r["preemptor"] == ""
+    _, series = run(store, "peloton-scheduling", "Preemptions by pool and rule")
+    totals: Counter[tuple[str, str]] = Counter()
+    for r in series:
+        totals[(r["pool"], r["rule"])] += r["preemptions"]
+    assert totals == Counter((p["pool"], p["reason"]) for p in api)
+    assert {rule for _, rule in totals} == {"HIGHER_PRIORITY_IN_POOL", "POOL_OVER_ENTITLEMENT"}
+    _, only = run(store, "peloton-scheduling", "Preempted runs", pool=["/prod/batch"])
+    assert {r["pool"] for r in only} == {"/prod/batch"}
+
+
+# ---- variables are taken safely -------------------------------------------------------
+def test_every_variable_reference_in_sql_is_percent_encoded_and_decoded() -> None:
+    for uid, title, sql in queries():
+        assert unsafe_references(sql) == [], (uid, title)
+    assert unsafe_references("x = '${job_id}' AND y = ${pool:singlequote}") == [
+        "${job_id}", "${pool:singlequote}"]
+
+
+def _uses(uid: str, title: str, name: str) -> bool:
+    sql = next(q for u, t, q in queries() if (u, t) == (uid, title))
+    return f"${{{name}:" in sql
+
+
+@pytest.mark.parametrize("hostile", HOSTILE + [HOSTILE_JOB + "x"])
+@pytest.mark.parametrize(("uid", "title"), sorted(EXPECTED), ids=lambda x: str(x))
+def test_hostile_values_neither_break_nor_inject(store: Store, uid: str, title: str,
+                                                 hostile: str) -> None:
+    """Each variable a query uses, set to a hostile value (alone, and in a multi-value):
+    the query runs, and a filter on it matches nothing."""
+    repeat = _repeat(uid, title)
+    for name in ("job_id", "pool", "resource"):
+        if not _uses(uid, title, name):
+            continue
+        values: dict[str, str | list[str]] = {} if repeat is None else {repeat: "/prod/batch"}
+        multi = name != repeat and isinstance(_variables(uid)[name], list)
+        values[name] = [hostile] if multi else hostile
+        _, rows = run(store, uid, title, **values)
+        if name == "resource":  # a map key nobody has: every figure reads 0
+            assert all(not v for r in rows for k, v in r.items()
+                       if k in ("reservation", "limit", "entitlement", "allocation",
+                                "demand")), rows
+        else:
+            assert rows == [], (name, rows)
+
+
+def test_the_hostile_values_do_inject_through_naive_quoting(store: Store) -> None:
+    """The same values through the dashboards' old `'${job_id}'` (and `${v:singlequote}`)
+    break the query or match other jobs: the test above would catch a regression."""
+    sql = "SELECT DISTINCT job_id FROM peloton.jobs FINAL WHERE job_id = {ref}"
+    with store._lock:
+        client = store._client
+        leaked = client.query(expand(sql.format(ref="'${job_id}'"),
+                                     {"job_id": "x' OR '1'='1"})).result_rows
+        assert len(leaked) > 1
+        leaked = client.query(expand(sql.format(ref="${job_id:singlequote}"),
+                                     {"job_id": "x\\' OR 1=1 --"})).result_rows
+        assert len(leaked) > 1
+        for value in ("x' OR '1'='1", "x\\' OR 1=1 --"):
+            safe = client.query(expand(sql.format(
+                ref="decodeURLComponent('${job_id:percentencode}')"),
+                {"job_id": value})).result_rows
+            assert safe == []
+
+
+def test_a_job_id_with_quotes_backslashes_and_semicolons_is_found_exactly(
+        store: Store) -> None:
+    assert store.get_job(HOSTILE_JOB) is not None
+    _, head = run(store, "peloton-job", "Job ${job_id}", job_id=HOSTILE_JOB)
+    assert [(h["job_id"], h["name"], h["state"]) for h in head] == [
+        (HOSTILE_JOB, "hostile", "REJECTED")]
+    assert head[0]["reasons"].startswith("job_id: ")
+    _, tasks = run(store, "peloton-job", "Tasks", job_id=HOSTILE_JOB)
+    assert tasks == []  # rejected: no tasks (and none of another job's)
+    _, variable = run(store, "peloton-job", "$job_id")
+    assert HOSTILE_JOB in {r["job_id"] for r in variable}

@@ -1,5 +1,6 @@
 """CLI fixtures: a real uvicorn server of the API on a free port, in a thread, over a real
-chdb store. Its publisher plays the cluster: a submitted job runs to its end at once
+chdb store, with the test tokens of `api_tokens` (the CLI sends the admin's, env
+PELOTON_TOKEN). Its publisher plays the cluster: a submitted job runs to its end at once
 (through the real job manager core), so `job create --wait` has something to follow."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "readmodel"))
 
+from api_tokens import ADMIN, authenticator  # noqa: E402
 from readmodel_scenario import Bus, full_scenario, run_job  # noqa: E402
 
 from peloton.api.app import create_app  # noqa: E402
@@ -70,8 +72,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Clus
     publisher = ClusterPublisher(store)
     agents = httpx.AsyncClient(transport=httpx.MockTransport(agent_logs))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(store, publisher, http_client=agents),
-                                           host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(store, publisher, http_client=agents, authenticator=authenticator())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -89,6 +92,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Clus
 @pytest.fixture
 def api(served: tuple[str, ClusterPublisher]) -> str:
     return served[0]
+
+
+@pytest.fixture(autouse=True)
+def admin_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The CLI sends the test admin token (env PELOTON_TOKEN) and reads no user config."""
+    monkeypatch.setenv("PELOTON_TOKEN", ADMIN)
+    monkeypatch.setenv("PELOTON_CONFIG", str(tmp_path / "no-peloton-config.yaml"))
+    return ADMIN
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+from api_tokens import headers
 from typer.testing import CliRunner
 
 from peloton.api.publisher import MemoryPublisher
@@ -123,7 +124,7 @@ def test_json_output_is_exactly_the_api_json(cli: typer.Typer, api: str) -> None
     ]:
         code, out, _ = run(cli, *args, "-o", "json", "--api", api)
         assert code == 0, args
-        assert json.loads(out) == httpx.get(api + path).json(), args
+        assert json.loads(out) == httpx.get(api + path, headers=headers()).json(), args
 
 
 def test_tables(cli: typer.Typer, api: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from e2e_helpers import api_client
 
 from peloton.minicluster.cluster import Cluster, Layout, down, up
 
@@ -49,7 +50,7 @@ def minicluster(minicluster_factory: Factory) -> Cluster:
 
 @pytest.fixture()
 def api(minicluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=minicluster.layout.api_url, timeout=10) as client:
+    with api_client(minicluster) as client:
         yield client
 
 

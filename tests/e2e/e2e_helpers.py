@@ -9,7 +9,15 @@ from typing import Any
 import httpx
 import pytest
 
-__all__ = ["wait_for", "job_state", "wait_job", "submit"]
+from peloton.minicluster.cluster import Cluster
+
+__all__ = ["wait_for", "job_state", "wait_job", "submit", "api_client"]
+
+
+def api_client(cluster: Cluster) -> httpx.Client:
+    """A client of the cluster's API sending its admin token (the one `up` made)."""
+    return httpx.Client(base_url=cluster.layout.api_url, timeout=10,
+                        headers=cluster.api_headers)
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3,

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_helpers import submit, wait_for, wait_job
+from e2e_helpers import api_client, submit, wait_for, wait_job
 
 from peloton.minicluster.cluster import Cluster
 
@@ -45,7 +45,7 @@ def small(minicluster_factory: Any) -> Cluster:
 
 
 def test_drain_down_complete(small: Cluster) -> None:
-    with httpx.Client(base_url=small.layout.api_url, timeout=10) as api:
+    with api_client(small) as api:
         wait_for(lambda: len(hosts(api)) == 2 and all(
             h["maintenance_state"] == "UP" for h in hosts(api).values()), 30,
             what="both hosts announced UP")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from confluent_kafka import Producer
 from e2e_helpers import submit, wait_for, wait_job
 
@@ -27,8 +29,10 @@ TERMINAL = {"SUCCEEDED", "FAILED", "KILLED", "REJECTED"}
 
 
 def peloton(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PELOTON_TOKEN": cluster.admin_token or ""}
     return subprocess.run([sys.executable, "-m", "peloton.cli.main", *args,
                            "--api", cluster.layout.api_url], capture_output=True, text=True,
+                          env=env,
                           timeout=180, cwd=ROOT)
 
 
@@ -223,7 +227,44 @@ def test_readme_kafka_snippet_submits_a_job(minicluster: Cluster, api: httpx.Cli
     monkeypatch.chdir(ROOT)
     exec(compile(code, "README.md", "exec"), {"__name__": "readme_snippet"})
     job = wait_job(api, job_id, TERMINAL)
-    # accepted and run: the example's `python etl.py` has no etl.py here, so it fails (exit 2)
+    # accepted and run: the example's `python3 etl.py` has no etl.py here, so it fails (exit 2)
     assert job["state"] == "FAILED", job
     task = api.get(f"/v1/jobs/{job_id}/tasks/0").json()
     assert task["exit_code"] == 2
+
+
+def test_the_printed_admin_token_works_and_no_token_is_refused(
+        minicluster: Cluster, tmp_path: Path) -> None:
+    """`peloton cluster up` on the running cluster prints its admin token and points the CLI
+    config at it: `peloton job create` then works with no token or --api given; the API
+    answers 401 without a token or with a wrong one."""
+    config = tmp_path / "config.yaml"
+    config.write_text("editor: vim\n")  # an unrelated key the rewrite keeps
+    env = {k: v for k, v in os.environ.items() if k not in ("PELOTON_TOKEN", "PELOTON_API")}
+    env["PELOTON_CONFIG"] = str(config)
+    up = subprocess.run([sys.executable, "-m", "peloton.cli.main", "cluster", "up",
+                         "--run-dir", str(minicluster.layout.run_dir)], env=env,
+                        capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert up.returncode == 0, up.stderr
+    printed = re.search(r"admin token: (\S+)", up.stderr)
+    assert printed is not None, up.stderr
+    token = printed.group(1)
+    assert token == minicluster.admin_token
+    written = yaml.safe_load(config.read_text())
+    assert written == {"editor": "vim", "api": minicluster.layout.api_url, "token": token}
+
+    created = subprocess.run([sys.executable, "-m", "peloton.cli.main", "job", "create",
+                              str(ROOT / "examples/jobs/hello-batch.yaml"), "-o", "json"],
+                             env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert created.returncode == 0, created.stderr
+    job_id = json.loads(created.stdout)["job_id"]
+    url = minicluster.layout.api_url
+    assert httpx.get(f"{url}/v1/jobs/{job_id}").status_code == 401
+    wrong = httpx.get(f"{url}/v1/jobs", headers={"Authorization": "Bearer " + "x" * 30})
+    assert wrong.status_code == 401 and "Bearer" in wrong.headers["www-authenticate"]
+    killed = httpx.post(f"{url}/v1/jobs/{job_id}/kill", json={})
+    assert killed.status_code == 401
+    assert httpx.get(f"{url}/healthz").status_code == 200  # probes need no token
+    ok = httpx.post(f"{url}/v1/jobs/{job_id}/kill", json={},
+                    headers={"Authorization": f"Bearer {token}"})
+    assert ok.status_code == 202, ok.text

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_helpers import submit, wait_job
+from e2e_helpers import api_client, submit, wait_job
 
 from peloton.minicluster.cluster import Cluster
 
@@ -41,7 +41,7 @@ def cluster(minicluster_factory: Any) -> Cluster:
 
 @pytest.fixture(scope="module")
 def client(cluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.layout.api_url, timeout=10) as c:
+    with api_client(cluster) as c:
         yield c
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_helpers import submit, wait_for
+from e2e_helpers import api_client, submit, wait_for
 
 from peloton.minicluster.cluster import Cluster
 
@@ -50,7 +50,7 @@ def cluster(minicluster_factory: Any) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="module")
 def client(cluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.layout.api_url, timeout=10) as c:
+    with api_client(cluster) as c:
         yield c
 
 

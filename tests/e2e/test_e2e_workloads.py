@@ -2,11 +2,12 @@
 real processes): an HTTP service passes its HTTP health check, an instance that exits is
 restarted with backoff, one that fails its health check is restarted, a stateful
 instance finds its volume again on the same host, a daemon runs once per host, and a
-drained host loses its runs (the service stays within its SLA) while the daemon stops
-last, through a kill -9 of the job manager right after the drain began; a rolling update
-never has more than --max-unavailable instances down (polled all along) through kill -9 of
-the job manager and of each resource manager in turn, and a failing health check rolls an
-update back. The restart backoff base is 1 s here (PELOTON_JOBMGR_RESTART_BACKOFF_S)."""
+drained host loses its runs (a service's replacement runs before its old run stops)
+while the daemon stops last, through a kill -9 of the job manager and of each resource
+manager right after the drain began; a rolling update never has more than
+--max-unavailable instances down (polled all along) through kill -9 of the job manager and
+of each resource manager in turn, and a failing health check rolls an update back. The
+restart backoff base is 1 s here (PELOTON_JOBMGR_RESTART_BACKOFF_S)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from e2e_helpers import submit, wait_for, wait_job
+from e2e_helpers import api_client, submit, wait_for, wait_job
 
 from peloton.minicluster.cluster import Cluster
 
@@ -41,7 +41,7 @@ def cluster(minicluster_factory: Any) -> Iterator[Cluster]:
 
 @pytest.fixture()
 def api(cluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.layout.api_url, timeout=10) as client:
+    with api_client(cluster) as client:
         yield client
 
 
@@ -122,7 +122,7 @@ def test_a_stateful_instance_keeps_its_volume_and_its_host(api: httpx.Client,
     (host,) = hosts
     api.post(f"/v1/jobs/{job}/kill", json={})
     wait_job(api, job, {"KILLED"}, 60)
-    volumes = list(Path(cluster.layout.run_dir).rglob(f"volumes/{job}/0/count"))
+    volumes = list(cluster.layout.sandbox_dir.rglob(f"volumes/{job}/0/count"))
     assert volumes, "no volume directory"
     assert int(volumes[0].read_text()) >= 3  # each run saw the count the one before left
     assert host in str(volumes[0])
@@ -147,8 +147,11 @@ defaultConfig:
     target = tasks(api, web)[0]["host"]
     r = api.post(f"/v1/hosts/{target}/maintenance", json={"action": "start"})
     assert r.status_code == 202, r.text
-    cluster.kill("jobmgr")  # kill -9 of the drainer right after the drain began
-    cluster.start_service("jobmgr")
+    # kill -9 of the drainer right after the drain began, then of each resource manager
+    # in turn (so the leader among them), which admits the replacements
+    for name in ("jobmgr", "resmgr-1", "resmgr-2"):
+        cluster.kill(name)
+        cluster.start_service(name)
 
     def drained() -> bool:
         hosts = {h["host"]: h for h in api.get("/v1/hosts").json()["hosts"]}
@@ -159,6 +162,20 @@ defaultConfig:
     assert on_target == []
     wait_for(lambda: all(t["state"] == "RUNNING" and t["host"] != target
                          for t in tasks(api, web)), 60, what="the service back at 2")
+    # replacement first: each service run on the host ended only after its replacement
+    # was RUNNING elsewhere (event times from the task history)
+    replaced = 0
+    for t in tasks(api, web):
+        old_runs = {h["run"] for h in t["history"] if h["host"] == target}
+        for run in old_runs:
+            ended = [h["at"] for h in t["history"] if h["run"] == run and h["state"] in (
+                "KILLED", "FAILED", "LOST")]
+            started = [h["at"] for h in t["history"] if h["run"] > run
+                       and h["state"] == "RUNNING"]
+            if ended:
+                assert started and min(started) <= min(ended), t["history"]
+                replaced += 1
+    assert replaced >= 1
     hosts = {h["host"]: h for h in api.get("/v1/hosts").json()["hosts"]}
     action = "complete" if hosts[target]["maintenance_state"] == "DOWN" else "cancel"
     assert api.post(f"/v1/hosts/{target}/maintenance",
@@ -237,7 +254,14 @@ def test_stopped_instances_start_again(api: httpx.Client) -> None:
     assert api.post(f"/v1/jobs/{job}/start", params={"instances": "1"}).status_code == 202
     wait_for(lambda: [(t["state"], t["run"]) for t in tasks(api, job)]
              == [("RUNNING", 1), ("RUNNING", 2)], 60, what="instance 1 running again")
-    assert api.post(f"/v1/jobs/{job}/stop").status_code == 202  # the whole job: it ends
+    assert api.post(f"/v1/jobs/{job}/stop").status_code == 202  # the whole job: STOPPED
+    wait_job(api, job, {"STOPPED"}, 60)
+    assert [t["state"] for t in tasks(api, job)] == ["KILLED"] * 2
+    assert api.post(f"/v1/jobs/{job}/start").status_code == 202  # runs again, whole
+    wait_for(lambda: [(t["state"], t["run"]) for t in tasks(api, job)]
+             == [("RUNNING", 2), ("RUNNING", 3)], 60, what="the stopped job running again")
+    wait_job(api, job, {"RUNNING"}, 30)
+    assert api.post(f"/v1/jobs/{job}/kill", json={}).status_code == 202  # a kill ends it
     wait_job(api, job, {"KILLED"}, 60)
     r = api.post(f"/v1/jobs/{job}/start")
     assert r.status_code == 409 and "submit it again" in r.text

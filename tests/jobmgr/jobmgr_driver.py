@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from typing import Any
 
 from event_bodies import (
@@ -20,11 +21,12 @@ from event_bodies import (
 )
 
 from peloton.jobmgr.domain.book import JobBook, TaskRecord
+from peloton.jobmgr.domain.snapshot import book_from_data, book_to_data
 from peloton.model.event import Event
 from peloton.model.jobfile import parse_job_file
 
 __all__ = ["Body", "PUBLIC", "RECONCILE", "Jobmgr", "types", "changes", "job_states",
-           "controlled"]
+           "controlled", "replayed_and_restored"]
 
 Body = dict[str, Any]
 PUBLIC = ("JobSubmitted", "JobKillRequested", "JobStartRequested", "HostStateChanged",
@@ -127,3 +129,16 @@ def _controlled(job_id: str, n: int, max_failures: int) -> Body:
 def controlled(job_id: str, n: int = 3, max_failures: int = 0) -> Body:
     """A JobSubmitted body whose instance 0 is a controller task."""
     return copy.deepcopy(_controlled(job_id, n, max_failures))
+
+
+def replayed_and_restored(j: Jobmgr) -> JobBook:
+    """Check that replaying `j`'s log gives its book, and return the book restored from a
+    JSON round trip of its snapshot (equal to the live one)."""
+    replayed = JobBook()
+    for etype, body in j.log:
+        replayed.apply(etype, body)
+    live = book_to_data(j.book)
+    assert book_to_data(replayed) == live
+    restored = book_from_data(json.loads(json.dumps(live)), j.book.retention_ms)
+    assert book_to_data(restored) == live
+    return restored

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from jobmgr_driver import Jobmgr, changes
+from jobmgr_driver import Jobmgr, changes, replayed_and_restored
 from test_jobmgr_services import VOLUME, running, service
 
-from peloton.jobmgr.domain.book import JobBook
-from peloton.jobmgr.domain.snapshot import book_from_data, book_to_data
 from peloton.model.event import Event
 
 DAEMON = """\
@@ -93,23 +90,21 @@ def test_a_drain_kills_batch_first_and_the_daemon_last() -> None:
     assert ("dns", 0, 1, "RUNNING", "PREEMPTING") in changes(out)
 
 
-def test_a_drain_keeps_a_service_within_its_maximum_unavailable() -> None:
+def test_a_drain_keeps_a_stateful_job_within_its_maximum_unavailable() -> None:
     j = Jobmgr()
     for h in ("h0", "h1", "h2"):
         host(j, h)
-    j.send("JobSubmitted", service("web", 3))
-    j.to_running("web", 0, "h0")
-    j.to_running("web", 1, "h0")
-    j.to_running("web", 2, "h1")
+    j.send("JobSubmitted", service("db", 3, kind="STATEFUL", extra=VOLUME))
+    j.to_running("db", 0, "h0")
+    j.to_running("db", 1, "h0")
+    j.to_running("db", 2, "h1")
     out = host(j, "h0", state="DRAINING")
-    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 0)]
+    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("db", 0)]
     assert "SLA allows 1" in j.book.drain_reasons["h0"]
     assert changes(j.tick(2_000)) == []  # instance 0 is still down: 1 unavailable
-    out = j.status("h0", "web", 0, "KILLED")
-    assert ("web", 0, 2, "INITIALIZED", "PENDING") in changes(out)  # restarts at once
-    j.to_running("web", 0, "h2", run=2)
-    out = j.tick(2_000)
-    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 1)]
+    out = j.status("h0", "db", 0, "KILLED")
+    assert pins(out) == {0: "h0"}  # it waits for its volume's host
+    assert changes(j.tick(2_000)) == []  # and stays unavailable meanwhile
 
 
 def test_a_passed_deadline_kills_whatever_is_left() -> None:
@@ -118,11 +113,13 @@ def test_a_passed_deadline_kills_whatever_is_left() -> None:
     j.send("JobSubmitted", service("web", 2))
     j.to_running("web", 0, "h0")
     j.to_running("web", 1, "h0")
-    host(j, "h0", state="DRAINING", deadline_ms=j.now + 5_000)
+    host(j, "h0", state="DRAINING", deadline_ms=j.now + 5_000)  # web/0: a replacement
     out = j.tick(10_000)
-    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 1)]
-    assert "deadline" in [c for e in out if e.type == "TaskStateChanged"
-                          for c in e.body["changes"]][0]["reason"]
+    # web/0's old run goes although its replacement has not started; web/1 has none
+    assert [c for c in changes(out) if c[4] in ("KILLING", "PREEMPTING")] == [
+        ("web", 0, 1, "RUNNING", "KILLING"), ("web", 1, 1, "RUNNING", "PREEMPTING")]
+    assert all("deadline" in c["reason"] for e in out if e.type == "TaskStateChanged"
+               for c in e.body["changes"] if c["state"] in ("KILLING", "PREEMPTING"))
 
 
 def test_a_drained_stateful_instance_waits_for_its_host() -> None:
@@ -143,12 +140,7 @@ def test_hosts_daemons_and_host_index_survive_replay_and_snapshot() -> None:
     j.send("JobSubmitted", service("web", 1))
     j.to_running("web", 0, "h1")
     host(j, "h2", present=False)
-    replayed = JobBook()
-    for etype, body in j.log:
-        replayed.apply(etype, body)
-    live = book_to_data(j.book)
-    assert book_to_data(replayed) == live
-    restored = book_from_data(json.loads(json.dumps(live)), j.book.retention_ms)
+    restored = replayed_and_restored(j)
     assert restored.on_host == j.book.on_host == {"h1": {("dns", 0): None, ("web", 0): None}}
     assert restored.daemon_jobs == {"dns"}
     # the restored book decides the same as the live one
@@ -163,16 +155,16 @@ def test_two_hosts_draining_at_once_share_the_job_budget() -> None:
     j = Jobmgr()
     for h in ("h0", "h1", "h2"):
         host(j, h)
-    j.send("JobSubmitted", service("web", 3))  # maximumUnavailableInstances: 1
-    j.to_running("web", 0, "h0")
-    j.to_running("web", 1, "h1")
-    j.to_running("web", 2, "h2")
+    j.send("JobSubmitted", service("db", 3, kind="STATEFUL", extra=VOLUME))  # max 1 down
+    j.to_running("db", 0, "h0")
+    j.to_running("db", 1, "h1")
+    j.to_running("db", 2, "h2")
     j.book.hosts.apply({"host": "h0", "at": j.now, "state": "DRAINING", "present": True,
                         "labels": {}, "deadline_ms": None})
     j.book.hosts.apply({"host": "h1", "at": j.now, "state": "DRAINING", "present": True,
                         "labels": {}, "deadline_ms": None})
     out = j.tick(2_000)
-    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("web", 0)]
+    assert [c[:2] for c in changes(out) if c[4] == "PREEMPTING"] == [("db", 0)]
     assert "SLA allows 1" in j.book.drain_reasons["h1"]
 
 

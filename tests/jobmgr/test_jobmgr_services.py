@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis import given, settings
-from jobmgr_driver import Jobmgr, changes, job_states
+from jobmgr_driver import Jobmgr, changes, job_states, replayed_and_restored
 
 from peloton.jobmgr.domain.book import JobBook
-from peloton.jobmgr.domain.snapshot import book_from_data, book_to_data
 from peloton.jobmgr.domain.timeouts import Timeouts
 from peloton.model.backoff import restart_delay_ms
 from peloton.model.jobfile import parse_job_file
@@ -165,13 +163,7 @@ def test_replay_and_snapshot_rebuild_the_same_services(steps: list[str]) -> None
         else:
             j.status("h0", "db", 0, "SUCCEEDED" if step == "exit" else "FAILED",
                      run=task.run, exit_code=0 if step == "exit" else 1)
-    replayed = JobBook()
-    for etype, body in j.log:
-        replayed.apply(etype, body)
-    live = book_to_data(j.book)
-    assert book_to_data(replayed) == live
-    restored = book_from_data(json.loads(json.dumps(live)), j.book.retention_ms)
-    assert book_to_data(restored) == live
+    replayed_and_restored(j)
 
 
 def test_a_preempted_batch_task_can_be_preempted_again_and_retried_after_a_failure() -> None:

@@ -100,7 +100,7 @@ def test_held_rejections_travel_in_the_snapshot() -> None:
 def test_the_snapshot_is_versioned_and_plain_json() -> None:
     c = core()
     Clocked(c).feed(("JobSubmitted", _job("j")))
-    assert c.snapshot_version == SNAPSHOT_VERSION == 3
+    assert c.snapshot_version == SNAPSHOT_VERSION == 4
     assert through_json(c.snapshot()) == c.snapshot()
 
 

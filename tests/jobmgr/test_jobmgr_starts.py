@@ -1,5 +1,6 @@
-"""Starting stopped instances of a live service again; a job stopped whole has ended and
-does not start again, nor does a batch job or a daemon; replay gives the same book."""
+"""Starting stopped instances of a live service again (a service with every instance
+stopped is STOPPED, not ended); a killed job has ended and does not start again, nor does
+a batch job or a daemon; replay gives the same book."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_every_stopped_instance_of_a_service_starts_again() -> None:
     stop(j, "web", 0, 1)
     j.status("h0", "web", 0, "KILLED")
     j.status("h1", "web", 1, "KILLED")
-    assert j.job_state("web") == "PENDING"  # alive, nothing runs: not ended
+    assert j.job_state("web") == "STOPPED"  # alive, nothing runs: not ended
+    assert "web" not in j.book.ended
     out = start(j, "web")
     assert [c for c in changes(out) if c[4] == "PENDING"] == [
         ("web", 0, 2, "INITIALIZED", "PENDING"), ("web", 1, 2, "INITIALIZED", "PENDING")]
@@ -54,7 +56,19 @@ def test_stopped_instances_start_again_while_the_others_run() -> None:
     assert not j.task("web", 1).kill_requested
 
 
-def test_a_job_stopped_whole_has_ended_and_does_not_start_again() -> None:
+def test_a_service_stops_only_when_its_last_instance_has_ended() -> None:
+    j = Jobmgr()
+    running(j, "web", 2)
+    stop(j, "web", 0, 1)
+    j.status("h0", "web", 0, "KILLED")
+    assert j.job_state("web") == "KILLING"  # instance 1 still on its way out
+    j.status("h1", "web", 1, "KILLED")
+    assert j.job_state("web") == "STOPPED"
+    j.book.reconcile(j.now + 10 * 3_600_000)  # never forgotten while stopped
+    assert "web" in j.book.jobs
+
+
+def test_a_killed_job_has_ended_and_does_not_start_again() -> None:
     j = Jobmgr()
     running(j, "web", 2)
     stop(j, "web")

@@ -148,5 +148,26 @@ def test_derive_job_state(name: str, counts: dict[TaskState, int], n: int, killi
     assert derive_job_state(counts, n, killing) is expected
 
 
-def test_every_job_state_is_reachable_from_the_table() -> None:
-    assert {row[4] for row in JOB_RULES} == set(JobState)
+LONG_RUNNING_RULES = [
+    # (name, counts, instance_count, killing, stopped, expected)
+    ("a service never succeeds", {S.SUCCEEDED: 2}, 2, False, False, J.PENDING),
+    ("a service runs", {S.RUNNING: 1, S.PENDING: 1}, 2, False, False, J.RUNNING),
+    ("every instance stopped, none runs", {S.KILLED: 2}, 2, False, True, J.STOPPED),
+    ("every instance stopping", {S.KILLED: 1, S.KILLING: 1}, 2, False, True, J.KILLING),
+    ("a job kill ends it", {S.KILLED: 2}, 2, True, True, J.KILLED),
+    ("killed by the job's kill", {S.KILLED: 2}, 2, True, False, J.KILLED),
+]
+
+
+@pytest.mark.parametrize(("name", "counts", "n", "killing", "stopped", "expected"),
+                         LONG_RUNNING_RULES, ids=[r[0] for r in LONG_RUNNING_RULES])
+def test_derive_long_running_job_state(name: str, counts: dict[TaskState, int], n: int,
+                                       killing: bool, stopped: bool,
+                                       expected: JobState) -> None:
+    assert derive_job_state(counts, n, killing, long_running=True,
+                            stopped=stopped) is expected
+
+
+def test_every_job_state_is_reachable_from_the_tables() -> None:
+    assert {row[4] for row in JOB_RULES} | {row[5] for row in LONG_RUNNING_RULES} == set(
+        JobState)

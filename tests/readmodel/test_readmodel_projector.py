@@ -93,11 +93,17 @@ def test_jobmgr_facts_outrank_the_submission_whatever_the_offsets() -> None:
 def test_pending_reasons_are_per_run_and_ordered_by_time() -> None:
     body = {"at": 900, "round": 3, "tasks": [
         {"job_id": "j", "instance": 4, "run": 2, "reason": "no host with a gpu"}]}
-    (row,) = project("PlacementFailed", body, SourcePos("placement-made", 1, 7))
+    row, wait = project("PlacementFailed", body, SourcePos("placement-made", 1, 7))
     assert row.table == "tasks" and row.values["facet"] == "reason"
     assert row.values["run"] == 2 and row.values["reason"].endswith("no host with a gpu")
-    (later,) = project("PlacementFailed", {**body, "at": 901}, SourcePos("placement-made", 0, 1))
+    later, _ = project("PlacementFailed", {**body, "at": 901}, SourcePos("placement-made", 0, 1))
     assert later.values["version"] > row.values["version"]
+    # and the note's history, for the pending-reasons dashboard (pool: the job's respool)
+    assert wait.table == "task_waits"
+    assert {k: wait.values[k] for k in ("job_id", "instance", "run", "at", "pool", "stage",
+                                        "reason")} == {
+        "job_id": "j", "instance": 4, "run": 2, "at": 900, "pool": "", "stage": "placement",
+        "reason": "no host with a gpu"}
 
 
 def test_entitlement_cycle_gives_latest_pools_and_history() -> None:

@@ -172,3 +172,24 @@ def test_reopening_keeps_data_and_epoch(tmp_path: Path) -> None:
         assert again.epoch() == epoch
         assert [h["host"] for h in again.hosts()] == ["h1"]
         assert again.ping()
+
+
+def test_a_daemon_counts_one_instance_per_host_it_runs_on(store: Store) -> None:
+    from peloton.jobmgr.domain.book import JobBook
+    from peloton.model.jobfile import parse_job_file
+
+    bus, book = Bus(), JobBook()
+    for h in ("h1", "h2", "h3"):
+        up = {"host": h, "at": 1_000, "state": "UP", "previous_state": "UP", "present": True,
+              "labels": {}, "reason": "", "deadline_ms": None, "request": ""}
+        bus.add("HostStateChanged", h, up)
+        bus.add_events(book.handle("HostStateChanged", up, 1_000))
+    job = parse_job_file("name: dns\ntype: DAEMON\ndefaultConfig:\n  resource: {cpuLimit: 0.1,"
+                         " memLimitMb: 16}\n  command: {value: ./dns}\n", "dns", 2_000)
+    bus.add("JobSubmitted", "dns", job)
+    bus.add_events(book.handle("JobSubmitted", job, 2_000))
+    store.insert(bus.rows())
+    got = store.get_job("dns")
+    assert got is not None and got["type"] == "DAEMON"
+    assert got["instance_count"] == 3 == sum(got["task_counts"].values())
+    assert [j["instance_count"] for j in store.list_jobs() if j["job_id"] == "dns"] == [3]

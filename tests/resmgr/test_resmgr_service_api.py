@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import typer
 import uvicorn
+from api_tokens import ADMIN, Http, authenticator
 from typer.testing import CliRunner
 
 from peloton.api.app import create_app
@@ -41,6 +41,7 @@ slackLimit: {maxPercent: 30}
 """
 CAPACITY = {"cpu": 100.0, "memory": 100_000.0, "disk": 200_000.0, "gpu": 8.0}
 runner = CliRunner()
+http = Http(ADMIN)  # httpx's functions with the test admin token
 
 
 class ResmgrPublisher(MemoryPublisher):
@@ -88,8 +89,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Resm
     store = Store(f"chdb://{tmp_path_factory.mktemp('pools') / 'chdb'}")
     publisher = ResmgrPublisher(store)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(store, publisher), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    app = create_app(store, publisher, authenticator=authenticator())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -107,6 +109,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Resm
 @pytest.fixture(scope="module")
 def api(served: tuple[str, ResmgrPublisher]) -> str:
     return served[0]
+
+
+@pytest.fixture(autouse=True)
+def admin_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The CLI sends the test admin token and reads no user config."""
+    monkeypatch.setenv("PELOTON_TOKEN", ADMIN)
+    monkeypatch.setenv("PELOTON_CONFIG", str(tmp_path / "no-peloton-config.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +139,7 @@ def pool_file(tmp_path: Path, text: str = POOL, name: str = "pool.yaml") -> str:
 # ---- HTTP ------------------------------------------------------------------------------
 def test_create_publishes_a_normalized_request_and_reads_back_config_and_entitlement(
         api: str, served: tuple[str, ResmgrPublisher]) -> None:
-    r = httpx.post(f"{api}/v1/pools/http-a", content=POOL,
+    r = http.post(f"{api}/v1/pools/http-a", content=POOL,
                    headers={"content-type": "application/yaml"})
     assert r.status_code == 202, r.text
     accepted = r.json()
@@ -141,14 +150,14 @@ def test_create_publishes_a_normalized_request_and_reads_back_config_and_entitle
     assert served[1].records[served[1].events.index(request)][0] == "respool-requested"
     assert [x["kind"] for x in request.body["config"]["resources"]] == [
         "cpu", "memory", "disk", "gpu"]
-    outcome = httpx.get(f"{api}/v1/pool-requests/{accepted['request_id']}").json()
+    outcome = http.get(f"{api}/v1/pool-requests/{accepted['request_id']}").json()
     assert (outcome["state"], outcome["reasons"]) == ("ACCEPTED", [])
-    pool = httpx.get(f"{api}/v1/pools/http-a").json()
+    pool = http.get(f"{api}/v1/pools/http-a").json()
     assert pool["parent"] == "/" and pool["cycle"] > 0
     assert pool["reservation"]["cpu"] == 6 and pool["limit"]["cpu"] == 12
     assert pool["share"]["cpu"] == 2 and pool["config"]["resources"][0]["type"] == "STATIC"
     assert pool["config"]["slack_limit_percent"] == 30
-    listed = {p["pool"]: p for p in httpx.get(f"{api}/v1/pools").json()["pools"]}
+    listed = {p["pool"]: p for p in http.get(f"{api}/v1/pools").json()["pools"]}
     assert {"/", "/default", "/http-a"} <= set(listed)
     assert listed["/http-a"]["entitlement"]["cpu"] >= 6  # STATIC: its reservation, at least
 
@@ -156,7 +165,7 @@ def test_create_publishes_a_normalized_request_and_reads_back_config_and_entitle
 def test_peloton_style_create_with_name_and_parent_in_the_body(api: str) -> None:
     body = {"name": "http-p", "parent": "/", "resources": [
         {"kind": "cpu", "reservation": 0, "limit": 2}]}
-    r = httpx.post(f"{api}/v1/pools", json=body)
+    r = http.post(f"{api}/v1/pools", json=body)
     assert r.status_code == 202 and r.json()["path"] == "/http-p"
 
 
@@ -174,7 +183,7 @@ def test_peloton_style_create_with_name_and_parent_in_the_body(api: str) -> None
 ])
 def test_invalid_configs_are_400_with_the_field(api: str, text: str, field: str,
                                                 message: str | None) -> None:
-    r = httpx.post(f"{api}/v1/pools/http-x", content=text,
+    r = http.post(f"{api}/v1/pools/http-x", content=text,
                    headers={"content-type": "application/yaml"})
     assert r.status_code == 400, r.text
     body = r.json()
@@ -185,35 +194,35 @@ def test_invalid_configs_are_400_with_the_field(api: str, text: str, field: str,
 
 
 def test_the_resource_managers_refusal_is_visible_with_its_reasons(api: str) -> None:
-    r = httpx.post(f"{api}/v1/pools/http-ghost/child", content=POOL,
+    r = http.post(f"{api}/v1/pools/http-ghost/child", content=POOL,
                    headers={"content-type": "application/yaml"})
     assert r.status_code == 202
-    outcome = httpx.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()
+    outcome = http.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()
     assert outcome["state"] == "REJECTED"
     assert outcome["reasons"] == ["/http-ghost/child: parent: no pool at /http-ghost"]
-    assert httpx.get(f"{api}/v1/pools/http-ghost/child").status_code == 404
-    assert httpx.get(f"{api}/v1/pool-requests/nope").status_code == 404
+    assert http.get(f"{api}/v1/pools/http-ghost/child").status_code == 404
+    assert http.get(f"{api}/v1/pool-requests/nope").status_code == 404
 
 
 def test_update_move_and_delete(api: str) -> None:
     for path in ("http-m", "http-n"):
-        assert httpx.post(f"{api}/v1/pools/{path}", content=POOL.replace("6,", "1,"),
+        assert http.post(f"{api}/v1/pools/{path}", content=POOL.replace("6,", "1,"),
                           headers={"content-type": "text/yaml"}).status_code == 202
     child = "resources: [{kind: cpu, reservation: 0, limit: 4}]"
-    httpx.post(f"{api}/v1/pools/http-m/c", content=child)
-    r = httpx.put(f"{api}/v1/pools/http-m/c", content=child + "\nparent: /http-n")
+    http.post(f"{api}/v1/pools/http-m/c", content=child)
+    r = http.put(f"{api}/v1/pools/http-m/c", content=child + "\nparent: /http-n")
     assert r.status_code == 202 and r.json()["operation"] == "UPDATE"
-    assert httpx.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()["state"] == (
+    assert http.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()["state"] == (
         "ACCEPTED")
-    assert httpx.get(f"{api}/v1/pools/http-n/c").json()["parent"] == "/http-n"
-    assert httpx.get(f"{api}/v1/pools/http-m/c").status_code == 404
-    r = httpx.delete(f"{api}/v1/pools/http-n")
-    outcome = httpx.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()
+    assert http.get(f"{api}/v1/pools/http-n/c").json()["parent"] == "/http-n"
+    assert http.get(f"{api}/v1/pools/http-m/c").status_code == 404
+    r = http.delete(f"{api}/v1/pools/http-n")
+    outcome = http.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()
     assert outcome["reasons"] == ["/http-n: children: pool has child pools (/http-n/c)"]
-    r = httpx.delete(f"{api}/v1/pools/http-n/c")
-    assert httpx.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()["state"] == (
+    r = http.delete(f"{api}/v1/pools/http-n/c")
+    assert http.get(f"{api}/v1/pool-requests/{r.json()['request_id']}").json()["state"] == (
         "ACCEPTED")
-    assert httpx.get(f"{api}/v1/pools/http-n/c").status_code == 404
+    assert http.get(f"{api}/v1/pools/http-n/c").status_code == 404
 
 
 def test_preemptions_are_recorded_and_listed(api: str,
@@ -221,16 +230,16 @@ def test_preemptions_are_recorded_and_listed(api: str,
     served[1].project(Event("TasksPreempted", "/A", {"at": 5, "pool": "/A", "tasks": [
         {"job_id": "j", "instance": 3, "run": 1, "reason": "POOL_OVER_ENTITLEMENT",
          "detail": "pool /A over entitlement for 2 cycles: cpu 12/6"}]}))
-    found = httpx.get(f"{api}/v1/preemptions", params={"job_id": "j"}).json()["preemptions"]
+    found = http.get(f"{api}/v1/preemptions", params={"job_id": "j"}).json()["preemptions"]
     assert found == [{"job_id": "j", "instance": 3, "run": 1, "at": 5, "pool": "/A",
                       "reason": "POOL_OVER_ENTITLEMENT",
                       "detail": "pool /A over entitlement for 2 cycles: cpu 12/6"}]
-    assert httpx.get(f"{api}/v1/preemptions", params={"pool": "/B"}).json() == {
+    assert http.get(f"{api}/v1/preemptions", params={"pool": "/B"}).json() == {
         "preemptions": []}
 
 
 def test_openapi_lists_the_pool_routes(api: str) -> None:
-    paths = httpx.get(f"{api}/openapi.json").json()["paths"]
+    paths = http.get(f"{api}/openapi.json").json()["paths"]
     for path in ("/v1/pools", "/v1/pools/{path}", "/v1/pool-requests/{request_id}",
                  "/v1/preemptions"):
         assert path in paths, path
@@ -247,7 +256,7 @@ def test_cli_create_get_list_update_delete(cli: typer.Typer, api: str, tmp_path:
     cpu = next(r for r in rows if r and r[0] == "cpu")
     assert cpu[1:5] == ["6", "12", "2", "STATIC"]
     code, out, _ = run(cli, "respool", "get", "/cli-a", "-o", "json", "--api", api)
-    assert json.loads(out) == httpx.get(f"{api}/v1/pools/cli-a").json()
+    assert json.loads(out) == http.get(f"{api}/v1/pools/cli-a").json()
     child = EXAMPLES / "team-a-batch.yaml"
     code, _, err = run(cli, "respool", "create", "/cli-a/batch", str(child), "--api", api)
     assert code == 1 and "rejected" in err  # its cpu reservation 4 fits, its limits do not
@@ -264,7 +273,7 @@ def test_cli_create_get_list_update_delete(cli: typer.Typer, api: str, tmp_path:
     code, out, _ = run(cli, "respool", "update", "/cli-a/b",
                        pool_file(tmp_path, small.replace("2}", "3}"), "u"), "--api", api)
     assert code == 0 and "updated" in out
-    assert httpx.get(f"{api}/v1/pools/cli-a/b").json()["limit"]["cpu"] == 3
+    assert http.get(f"{api}/v1/pools/cli-a/b").json()["limit"]["cpu"] == 3
     code, _, err = run(cli, "respool", "delete", "/cli-a", "--api", api)
     assert code == 1 and "/cli-a: children: pool has child pools (/cli-a/b)" in err
     code, out, _ = run(cli, "respool", "delete", "/cli-a/b", "--api", api)

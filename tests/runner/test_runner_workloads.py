@@ -84,7 +84,8 @@ def test_every_workload_type_update_and_maintenance_on_the_real_cores() -> None:
         assert down <= 1, [(t.instance, t.state, t.health) for t in jobs(runner)["web"].tasks]
         return False
 
-    # rolling update, checked at every step of simulated time
+    # rolling update, checked at every step of simulated time; in place: same hosts
+    hosts_before = [t.host for t in jobs(runner)["web"].tasks]
     config = dict(web, default_config={**web["default_config"], "command": "sleep 99999"})
     runner.publish([Event("JobUpdateRequested", "web", {
         "job_id": "web", "update_id": "u1", "at": runner.now, "requested_by": "test",
@@ -99,6 +100,7 @@ def test_every_workload_type_update_and_maintenance_on_the_real_cores() -> None:
             break
     assert done, runner.core("jobmgr").book.updates.get("web")
     assert [t.config_version for t in jobs(runner)["web"].tasks] == [2, 2, 2]
+    assert [t.host for t in jobs(runner)["web"].tasks] == hosts_before
     assert {t.state.value for t in jobs(runner)["web"].tasks} == {"RUNNING"}
 
     # maintenance of a host that runs web (not db's host): drained within web's SLA
@@ -118,6 +120,8 @@ def test_every_workload_type_update_and_maintenance_on_the_real_cores() -> None:
                  if t.host == target and t.state.value in ("RUNNING", "LAUNCHED", "STARTING")]
     assert on_target == []
     assert runner.run_until(lambda: healthy(runner, "web") == 3, max_ms=30_000)
+    # web's runs there were replaced first: each new run started while the old one served
+    assert runner.watch.handovers >= 1
     assert len(running(runner, "node")) == 3  # the daemon left the host last
     maintenance(runner, target, "complete_maintenance")
     assert runner.run_until(lambda: len(running(runner, "node")) == 4, max_ms=30_000)

@@ -27,7 +27,104 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* Shared environment: the ConfigMap, and the pod name (the services' --instance). */}}
+{{- define "peloton.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "peloton.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the API's tokens file: the given one, or the chart's (api-tokens.yaml). */}}
+{{- define "peloton.apiTokensSecret" -}}
+{{- .Values.api.tokensSecret.name | default (printf "%s-api-tokens" (include "peloton.fullname" .)) -}}
+{{- end -}}
+
+{{/* Where mounted Secrets go (the services read the file paths from the environment). */}}
+{{- define "peloton.kafkaTlsDir" -}}/etc/peloton/kafka-tls{{- end -}}
+{{- define "peloton.etcdTlsDir" -}}/etc/peloton/etcd-tls{{- end -}}
+{{- define "peloton.stateDir" -}}/var/lib/peloton{{- end -}}
+
+{{/* The shared settings as a flat map: the ConfigMap's data, and the inline env of the
+     topics hook (which runs before the ConfigMap exists). Validates the security values. */}}
+{{- define "peloton.configData" -}}
+{{- $k := .Values.kafka -}}
+{{- $sec := $k.security -}}
+{{- $protocols := list "PLAINTEXT" "SSL" "SASL_PLAINTEXT" "SASL_SSL" -}}
+{{- if not (has $sec.protocol $protocols) -}}
+{{- fail (printf "kafka.security.protocol must be one of %s, not %q" (join ", " $protocols) $sec.protocol) -}}
+{{- end -}}
+{{- $sasl := hasPrefix "SASL_" $sec.protocol -}}
+{{- $tls := or (eq $sec.protocol "SSL") (eq $sec.protocol "SASL_SSL") -}}
+{{- if and $sasl (not (and $sec.sasl.username $sec.sasl.passwordSecret.name)) -}}
+{{- fail (printf "kafka.security.protocol %s needs kafka.security.sasl.username and kafka.security.sasl.passwordSecret.name" $sec.protocol) -}}
+{{- end -}}
+{{- if and $sec.tls.secretName (not $tls) -}}
+{{- fail (printf "kafka.security.tls.secretName is set but kafka.security.protocol is %s (SSL or SASL_SSL uses it)" $sec.protocol) -}}
+{{- end -}}
+{{- if ne (empty $sec.tls.certKey) (empty $sec.tls.keyKey) -}}
+{{- fail "kafka.security.tls.certKey and kafka.security.tls.keyKey go together" -}}
+{{- end -}}
+{{- if ne (empty .Values.etcd.tls.certKey) (empty .Values.etcd.tls.keyKey) -}}
+{{- fail "etcd.tls.certKey and etcd.tls.keyKey go together" -}}
+{{- end -}}
+PELOTON_BOOTSTRAP: {{ required "kafka.bootstrap is required" $k.bootstrap | quote }}
+PELOTON_BROKER_KIND: {{ $k.brokerKind | quote }}
+PELOTON_KAFKA_SESSION_TIMEOUT_S: {{ $k.sessionTimeoutSeconds | quote }}
+PELOTON_KAFKA_SECURITY_PROTOCOL: {{ $sec.protocol | quote }}
+{{- if $sasl }}
+PELOTON_KAFKA_SASL_MECHANISM: {{ $sec.sasl.mechanism | quote }}
+PELOTON_KAFKA_SASL_USERNAME: {{ $sec.sasl.username | quote }}
+{{- end }}
+{{- if and $tls $sec.tls.secretName }}
+{{- with $sec.tls.caKey }}
+PELOTON_KAFKA_SSL_CA_FILE: {{ printf "%s/%s" (include "peloton.kafkaTlsDir" $) . | quote }}
+{{- end }}
+{{- if $sec.tls.certKey }}
+PELOTON_KAFKA_SSL_CERT_FILE: {{ printf "%s/%s" (include "peloton.kafkaTlsDir" .) $sec.tls.certKey | quote }}
+PELOTON_KAFKA_SSL_KEY_FILE: {{ printf "%s/%s" (include "peloton.kafkaTlsDir" .) $sec.tls.keyKey | quote }}
+{{- end }}
+{{- end }}
+PELOTON_TOPIC_REPLICATION: {{ .Values.topics.replication | quote }}
+{{- if .Values.topics.minInsyncReplicas }}
+PELOTON_TOPIC_MIN_INSYNC_REPLICAS: {{ .Values.topics.minInsyncReplicas | quote }}
+{{- end }}
+PELOTON_EVENT_RETENTION_MS: {{ .Values.topics.eventRetentionMs | int64 | quote }}
+PELOTON_SNAPSHOT_RETENTION_MS: {{ .Values.topics.snapshotRetentionMs | int64 | quote }}
+PELOTON_ETCD: {{ required "etcd.endpoint is required (resmgr leader election)" .Values.etcd.endpoint | quote }}
+{{- with .Values.etcd.tls }}
+{{- if .secretName }}
+{{- with .caKey }}
+PELOTON_ETCD_CA_FILE: {{ printf "%s/%s" (include "peloton.etcdTlsDir" $) . | quote }}
+{{- end }}
+{{- if .certKey }}
+PELOTON_ETCD_CERT_FILE: {{ printf "%s/%s" (include "peloton.etcdTlsDir" $) .certKey | quote }}
+PELOTON_ETCD_KEY_FILE: {{ printf "%s/%s" (include "peloton.etcdTlsDir" $) .keyKey | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not .Values.clickhouse.dsnSecret.name }}
+PELOTON_CLICKHOUSE_DSN: {{ required "clickhouse.dsn is required" .Values.clickhouse.dsn | quote }}
+{{- end }}
+PELOTON_LOG_LEVEL: {{ .Values.logLevel | quote }}
+PELOTON_LOG_FORMAT: {{ .Values.logFormat | quote }}
+PELOTON_STATE_DIR: {{ include "peloton.stateDir" . | quote }}
+PYTHONUNBUFFERED: "1"
+{{- end -}}
+
+{{/* Environment entries from Secrets (the SASL password), shared by every container. */}}
+{{- define "peloton.secretEnv" -}}
+{{- $sec := .Values.kafka.security -}}
+{{- if hasPrefix "SASL_" $sec.protocol }}
+- name: PELOTON_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sec.sasl.passwordSecret.name }}
+      key: {{ $sec.sasl.passwordSecret.key }}
+{{- end }}
+{{- end -}}
+
+{{/* Shared environment: the ConfigMap, the pod name (the services' --instance), Secrets. */}}
 {{- define "peloton.env" -}}
 envFrom:
   - configMapRef:
@@ -37,9 +134,67 @@ env:
     valueFrom:
       fieldRef:
         fieldPath: metadata.name
+{{- with (include "peloton.secretEnv" .) }}
+{{- . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Volumes every pod gets: scratch emptyDirs, and the TLS Secrets when set. */}}
+{{- define "peloton.volumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.tmpSizeLimit }}
+- name: state
+  emptyDir:
+    sizeLimit: {{ .Values.scratch.stateSizeLimit }}
+{{- with .Values.kafka.security.tls.secretName }}
+- name: kafka-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
+{{- with .Values.etcd.tls.secretName }}
+- name: etcd-tls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{- define "peloton.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: state
+  mountPath: {{ include "peloton.stateDir" . }}
+{{- if .Values.kafka.security.tls.secretName }}
+- name: kafka-tls
+  mountPath: {{ include "peloton.kafkaTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.etcd.tls.secretName }}
+- name: etcd-tls
+  mountPath: {{ include "peloton.etcdTlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* readinessProbe /readyz and livenessProbe /healthz on a named port: (dict "root" $ "port" "health") */}}
+{{- define "peloton.probes" -}}
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: {{ .port }}
+  {{- toYaml .root.Values.probes.readiness | nindent 2 }}
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: {{ .port }}
+  {{- toYaml .root.Values.probes.liveness | nindent 2 }}
 {{- end -}}
 
 {{- define "peloton.podSpecCommon" -}}
+serviceAccountName: {{ include "peloton.serviceAccountName" . }}
+automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -52,4 +207,6 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end -}}

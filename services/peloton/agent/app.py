@@ -17,6 +17,14 @@ run is stopped with its kill grace period and ends FAILED ("health check failed:
 checks in a row (<last error>)"). Runs without a check report health "". A launch with a
 `volume` gets its instance's persistent directory (`peloton.agent.volumes`).
 
+Confinement (real runs only, `peloton.agent.confinement`): chosen at start from
+`task_user` and `confinement` ("auto", "cgroup2", "rlimits"); logged, and announced in
+the registration as the host labels `peloton.confinement` (cgroup2 | rlimits) and
+`peloton.task_user`. A launch's resources become its run's limits. The agent refuses to
+start when its tasks could not reach their sandbox root (a parent directory the task
+user cannot search). Finished runs' sandboxes are deleted `sandbox_retention_s` after
+they ended, once the runner has forgotten them (checked every `SANDBOX_GC_INTERVAL_MS`).
+
 Bounded state and idempotency: the runs the agent knows live in a `RunBook`
 (`peloton.agent.domain.runbook`, pure). A run ended and reported leaves it (and the runner's
 memory) `retention_s` after its report reached the log; a launch redelivered after that is
@@ -39,8 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peloton.agent.confinement import Confinement
 from peloton.agent.domain.healthbook import HealthBook, Probe
 from peloton.agent.domain.runbook import KillAction, RunBook
+from peloton.agent.domain.sandboxgc import DEFAULT_SANDBOX_RETENTION_S
 from peloton.agent.errors import AgentError
 from peloton.agent.runner import (
     ProbeResult,
@@ -50,6 +60,7 @@ from peloton.agent.runner import (
     TaskStatus,
 )
 from peloton.agent.status import TERMINAL_STATES, RunState
+from peloton.agent.taskuser import TaskUserError
 from peloton.model.event import Event
 from peloton.model.health import HealthCheck
 from peloton.model.ids import parse_run_id, run_id
@@ -61,6 +72,7 @@ log = logging.getLogger(__name__)
 
 _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 DEFAULT_GRACE_S = 10.0  # a launch record without kill_grace_period_s (tests, old tools)
+SANDBOX_GC_INTERVAL_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,9 @@ class AgentConfig:
     heartbeat_s: float = 1.0
     port_range: tuple[int, int] = (31000, 32000)
     retention_s: float = 600.0  # how long a run ended and reported stays known
+    task_user: str | None = None  # None: peloton-task, else nobody (when root)
+    confinement: str = "auto"  # auto | cgroup2 | rlimits
+    sandbox_retention_s: float = DEFAULT_SANDBOX_RETENTION_S
 
 
 class AgentCore:
@@ -85,12 +100,17 @@ class AgentCore:
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         self.runner: TaskRunner
+        self.process_runner: ProcessRunner | None = None
+        self.confinement: Confinement | None = None
         if config.simulated:
             self.runner = SimulatedRunner(on_status=self._observe)
         else:
-            self.runner = ProcessRunner(
-                config.sandbox_root / config.host, on_status=self._observe
-            )
+            self.confinement = _confinement(config)
+            self.process_runner = ProcessRunner(
+                config.sandbox_root / config.host, on_status=self._observe,
+                confinement=self.confinement)
+            self.runner = self.process_runner
+        self._last_gc = 0
         self.book = RunBook(round(config.retention_s * 1000))
         self.health = HealthBook()
         self._pending: list[dict[str, Any]] = []  # statuses for the next report
@@ -168,12 +188,14 @@ class AgentCore:
             grace = launch.get("kill_grace_period_s")
             self.health.watch(rid, check, launch.get("ports") or {},
                               DEFAULT_GRACE_S if grace is None else float(grace))
-        self._spawn(self._launch(rid, launch["command"], launch["env"], launch.get("volume")))
+        resources = Resources.from_mapping(launch.get("resources"))
+        self._spawn(self._launch(rid, launch["command"], launch["env"], launch.get("volume"),
+                                 resources))
 
     async def _launch(self, rid: str, command: str, env: dict[str, str],
-                      volume: str | None) -> None:
+                      volume: str | None, resources: Resources) -> None:
         try:
-            await self.runner.launch(rid, command, env, volume=volume)
+            await self.runner.launch(rid, command, env, volume=volume, resources=resources)
         except (AgentError, OSError) as exc:  # not started: say so, or it waits forever
             self._observe(TaskStatus(rid, RunState.FAILED, None, f"launch refused: {exc}", ""))
 
@@ -205,12 +227,22 @@ class AgentCore:
         if not task.cancelled() and task.exception() is not None:
             log.error("agent %s: runner call failed: %r", self.config.host, task.exception())
 
+    async def _collect(self, now: int) -> None:
+        assert self.process_runner is not None
+        removed = await self.process_runner.collect_sandboxes(
+            now, round(self.config.sandbox_retention_s * 1000))
+        if removed:
+            log.info("agent %s: removed %d expired sandbox(es)", self.config.host, len(removed))
+
     def tick(self, now: int) -> list[Event]:
         self._confirm(now)
         for rid in self.book.expire(now):
             self.runner.forget(rid)
         for probe in self.health.due(now):
             self._spawn(self._probe(probe))
+        if self.process_runner is not None and now - self._last_gc >= SANDBOX_GC_INTERVAL_MS:
+            self._last_gc = now
+            self._spawn(self._collect(now))
         events: list[Event] = []
         if self._register_due:
             self._register_due = False
@@ -263,7 +295,8 @@ class AgentCore:
                     "incarnation": c.incarnation,
                     "at": now,
                     "capacity": c.capacity.as_dict(),
-                    "labels": c.labels,
+                    "labels": {**c.labels, **(self.confinement.labels()
+                                               if self.confinement is not None else {})},
                     "log_url": c.log_url,
                     "port_range_begin": c.port_range[0],
                     "port_range_end": c.port_range[1],
@@ -276,6 +309,19 @@ class AgentCore:
         if stream not in ("stdout", "stderr"):
             raise AgentError(f"unknown stream {stream!r}")
         return self.runner.read_log(rid, stream, tail_bytes)  # type: ignore[arg-type]
+
+
+def _confinement(config: AgentConfig) -> Confinement:
+    """Pick and log how tasks are confined; refuse a sandbox root they cannot reach."""
+    confinement = Confinement.setup(config.task_user, config.confinement, config.host)
+    blocked = confinement.user.unreachable(config.sandbox_root / config.host)
+    if blocked is not None:
+        raise TaskUserError(
+            f"tasks run as {confinement.user.name} could not reach their sandboxes under "
+            f"{config.sandbox_root}: {blocked} is not searchable by that user; choose "
+            "another sandbox root or let that user search it")
+    log.info("agent %s: %s", config.host, confinement.describe())
+    return confinement
 
 
 def _status(

@@ -2,7 +2,9 @@
 
 - `command_probe(command, cwd, env, timeout_s)`: `/bin/sh -c command` in the task's
   sandbox with the task's environment, in its own process group (SIGKILLed as a group on
-  timeout, and by PR_SET_PDEATHSIG if the agent dies). Passes on exit code 0.
+  timeout, and by PR_SET_PDEATHSIG if the agent dies). Passes on exit code 0. `preexec`
+  replaces the default child setup: the runner passes its confinement's (the task user,
+  then the death signal), so a check runs as the task's user.
 - `http_probe(port, path, timeout_s)`: `GET http://127.0.0.1:<port><path>` (HTTP/1.0,
   `Connection: close`). Passes on a 2xx or 3xx status line.
 Both are asyncio all the way (no thread, no blocking call on the event loop), never raise
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,12 +36,14 @@ class ProbeResult:
 
 
 async def command_probe(command: str, cwd: Path, env: Mapping[str, str],
-                        timeout_s: float) -> ProbeResult:
+                        timeout_s: float,
+                        preexec: Callable[[], None] | None = None) -> ProbeResult:
     try:
         proc = await asyncio.create_subprocess_exec(
             SHELL, "-c", command, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, preexec_fn=procutil.child_setup())
+            start_new_session=True,
+            preexec_fn=preexec if preexec is not None else procutil.child_setup())
     except (OSError, ValueError) as exc:
         return ProbeResult(False, f"could not run the check: {exc}")
     try:

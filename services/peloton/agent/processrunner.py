@@ -16,6 +16,15 @@ Contract
 - When the task's main process exits, whatever is left in its process group is SIGKILLed
   (before the main process is reaped, so the pgid cannot have been recycled): a run is
   over when its main process is, as in a container.
+- Confinement (`peloton.agent.confinement`, default unconfined): the task, and its
+  command health checks, run as the task user; its resources (launch(resources=...))
+  become its cgroup v2 or rlimit limits. The sandbox is created for that user
+  (`SandboxStore.create`), so is a volume (`VolumeStore.ensure`). A run that exceeded its
+  memory ends FAILED with "out of memory: exceeded N MiB limit (...)" (or "possibly out
+  of memory" when rlimits leave only a crash to go by).
+- Garbage collection: `collect_sandboxes(now_ms, retention_ms)` deletes the sandboxes of
+  runs that ended `retention_ms` ago and that this runner no longer knows (decision in
+  `peloton.agent.domain.sandboxgc`; never a running or remembered run's, never volumes).
 - Reports: STARTING (spawned, message "pid N"), RUNNING (exec confirmed), then SUCCEEDED
   (exit 0), FAILED ("exit code 3", "killed by signal 9 (SIGKILL)"; after a fail()
   request, its message) or KILLED (after a kill() request). A spawn error is a single
@@ -45,6 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from peloton.agent import procutil
+from peloton.agent.confinement import Confinement, RunConfinement
+from peloton.agent.domain.limits import TaskLimits
+from peloton.agent.domain.sandboxgc import expired
 from peloton.agent.errors import RunnerClosedError, UnknownRunError
 from peloton.agent.guardian import GroupGuardian
 from peloton.agent.probes import ProbeResult, command_probe, http_probe
@@ -57,13 +69,16 @@ from peloton.agent.status import (
     TaskStatus,
     advance,
 )
-from peloton.agent.volumes import VolumeStore, volume_env
+from peloton.agent.volumes import VOLUMES_DIR, VolumeStore, volume_env
 from peloton.model.health import HealthCheck, HealthCheckType
 from peloton.model.ids import parse_run_id
+from peloton.model.resources import Resources
 
 __all__ = ["ProcessRunner"]
 
 SHELL = "/bin/sh"
+_STDERR_TAIL = 4096  # bytes of stderr looked at for allocation failures (rlimits)
+_CGROUP_RETRY_S = 0.2
 
 
 @dataclass(slots=True, eq=False)
@@ -77,6 +92,7 @@ class _Run:
     kill_requested: bool = False
     fail_message: str | None = None  # stopped by fail(): report FAILED with this
     escalated: bool = False
+    confined: RunConfinement | None = None
 
 
 class ProcessRunner:
@@ -85,6 +101,7 @@ class ProcessRunner:
     on_status: called synchronously for every report; if None, reports go to
     `self.statuses` (an asyncio.Queue the caller drains).
     guard_groups: start the guardian helper process (default True).
+    confinement: how tasks are confined (default `Confinement.unconfined()`).
     """
 
     def __init__(
@@ -93,9 +110,11 @@ class ProcessRunner:
         *,
         on_status: StatusCallback | None = None,
         guard_groups: bool = True,
+        confinement: Confinement | None = None,
     ) -> None:
         self.sandboxes = SandboxStore(Path(sandbox_root))
         self.volumes = VolumeStore(Path(sandbox_root))
+        self.confinement = confinement if confinement is not None else Confinement.unconfined()
         self._feed = StatusFeed(on_status)
         self._guardian = GroupGuardian() if guard_groups else None
         self._runs: dict[str, _Run] = {}
@@ -110,10 +129,11 @@ class ProcessRunner:
     # ---------------------------------------------------------------- public surface
 
     async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
-                     volume: str | None = None) -> None:
+                     volume: str | None = None, resources: Resources | None = None) -> None:
         """Start `command` for `run_id` (see module docstring); returns once it is RUNNING
         or FAILED to spawn. `volume`: the container path of the instance's persistent
-        volume, if it has one. Raises InvalidRunIdError, RunnerClosedError."""
+        volume, if it has one; `resources`: its cpu and memory become its limits. Raises
+        InvalidRunIdError, RunnerClosedError."""
         sandbox = self.sandboxes.path_for(run_id)
         if run_id in self._runs:
             return
@@ -124,13 +144,19 @@ class ProcessRunner:
         if sandbox.exists():
             self._adopt(run)
             return
-        self.sandboxes.create(run_id)
+        user = self.confinement.user
+        self.sandboxes.create(run_id, user.gid if user.switched else None)
+        limits = (TaskLimits() if resources is None
+                  else TaskLimits.of(resources.cpu, resources.memory))
         try:
             if volume is not None:
                 job_id, instance, _ = parse_run_id(run_id)
-                env = {**env, **volume_env(self.volumes.ensure(job_id, instance), volume)}
+                directory = self.volumes.ensure(job_id, instance, user)
+                env = {**env, **volume_env(directory, volume)}
+            run.confined = self.confinement.prepare(run_id, limits)
             run.proc = self._spawn(run, command, env)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._release(run)
             self._finish(run, RunState.FAILED, None, f"spawn failed: {exc}")
             return
         pid = run.proc.pid
@@ -163,7 +189,8 @@ class ProcessRunner:
                 return ProbeResult(False, f"port {check.http_port_name!r} is not one of the "
                                           "run's ports")
             return await http_probe(port, check.http_path, check.timeout_secs)
-        return await command_probe(check.command, run.sandbox, run.env, check.timeout_secs)
+        return await command_probe(check.command, run.sandbox, run.env, check.timeout_secs,
+                                   self.confinement.probe_setup())
 
     async def _stop(self, run_id: str, grace_s: float, fail_message: str | None) -> None:
         run = self._runs.get(run_id)
@@ -207,6 +234,24 @@ class ProcessRunner:
         InvalidRunIdError (a ValueError) or ValueError."""
         return self.sandboxes.read_log(run_id, stream, tail_bytes)
 
+    async def collect_sandboxes(self, now_ms: int, retention_ms: int) -> list[str]:
+        """Delete the sandboxes whose retention is over (see the module doc); returns
+        their run_ids. The deletion runs in a worker thread."""
+        doomed = expired(self.sandboxes.entries(), set(self._runs), now_ms, retention_ms,
+                         VOLUMES_DIR)
+
+        def delete() -> list[str]:
+            removed = []
+            for name in doomed:
+                try:
+                    self.sandboxes.remove(name)
+                except OSError:
+                    continue  # tried again at the next collection
+                removed.append(name)
+            return removed
+
+        return await asyncio.to_thread(delete) if doomed else []
+
     async def close(self, grace_s: float = 5.0) -> None:
         """Refuse new launches, kill every running task (grace `grace_s`), stop the guardian."""
         self._closed = True
@@ -222,17 +267,24 @@ class ProcessRunner:
             child_env["PATH"] = os.environ["PATH"]
         child_env.update(env)
         run.env = child_env
-        with open(run.sandbox / "stdout", "wb") as out, open(run.sandbox / "stderr", "wb") as err:
+        assert run.confined is not None
+        out = self.sandboxes.open_log(run.run_id, "stdout")
+        try:
+            err = self.sandboxes.open_log(run.run_id, "stderr")
+        except OSError:
+            os.close(out)
+            raise
+        with open(out, "wb") as out_f, open(err, "wb") as err_f:
             return subprocess.Popen(
                 [SHELL, "-c", command],
                 cwd=run.sandbox,
                 env=child_env,
                 stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
+                stdout=out_f,
+                stderr=err_f,
                 close_fds=True,
                 start_new_session=True,
-                preexec_fn=procutil.child_setup(),
+                preexec_fn=run.confined.preexec(),
             )
 
     def _watch(self, run: _Run) -> None:
@@ -262,6 +314,10 @@ class ProcessRunner:
         if self._guardian is not None:
             self._guardian.unregister(pgid)
         outcome = procutil.describe_exit(returncode)
+        oom = None
+        if run.confined is not None and not run.kill_requested:
+            oom = run.confined.oom_message(returncode, outcome, lambda: self._stderr_tail(run))
+        self._release(run)
         if run.fail_message is not None:
             self._finish(run, RunState.FAILED, procutil.exit_code_of(returncode),
                          run.fail_message)
@@ -273,10 +329,32 @@ class ProcessRunner:
                 procutil.exit_code_of(returncode),
                 f"killed on request ({how}); {outcome}",
             )
+        elif oom is not None:
+            self._finish(run, RunState.FAILED, procutil.exit_code_of(returncode), oom)
         elif returncode == 0:
             self._finish(run, RunState.SUCCEEDED, 0, outcome)
         else:
             self._finish(run, RunState.FAILED, procutil.exit_code_of(returncode), outcome)
+
+    def _stderr_tail(self, run: _Run) -> bytes:
+        try:
+            return self.sandboxes.read_log(run.run_id, "stderr", _STDERR_TAIL)
+        except (OSError, ValueError, KeyError):
+            return b""
+
+    def _release(self, run: _Run) -> None:
+        """Remove the run's cgroup, again a little later while the kernel still holds it."""
+        confined = run.confined
+        if confined is None or confined.release():
+            return
+        loop = asyncio.get_running_loop()
+        tries = iter(range(50))
+
+        def retry() -> None:
+            if not confined.release() and next(tries, None) is not None:
+                loop.call_later(_CGROUP_RETRY_S, retry)
+
+        loop.call_later(_CGROUP_RETRY_S, retry)
 
     def _adopt(self, run: _Run) -> None:
         record = self.sandboxes.read_exit(run.run_id)

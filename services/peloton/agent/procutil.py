@@ -34,19 +34,24 @@ def _prctl() -> Callable[..., int]:
     return fn  # type: ignore[no-any-return]
 
 
-def child_setup(death_signal: signal.Signals = signal.SIGKILL) -> Callable[[], None] | None:
+def child_setup(death_signal: signal.Signals = signal.SIGKILL,
+                before: Callable[[], None] | None = None) -> Callable[[], None] | None:
     """A preexec_fn making the child receive `death_signal` when the agent dies.
 
-    Call it in the parent right before spawning (it captures the parent's pid). Returns
-    None off Linux, where no equivalent exists.
+    `before` runs first in the child (confinement: cgroup, limits, change of user; a
+    change of user resets the death signal, so it must come before prctl).
+    Call it in the parent right before spawning (it captures the parent's pid). Off
+    Linux, where no death signal exists, it returns `before`.
     """
     if not sys.platform.startswith("linux"):
-        return None
+        return before
     prctl = _prctl()
     parent_pid = os.getpid()
     signum = int(death_signal)
 
     def setup() -> None:
+        if before is not None:
+            before()
         if prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}")

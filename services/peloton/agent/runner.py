@@ -36,6 +36,7 @@ from peloton.agent.processrunner import ProcessRunner
 from peloton.agent.simrunner import SimulatedRunner, sim_duration, sim_exit_code
 from peloton.agent.status import LogStream, RunState, StatusCallback, TaskStatus
 from peloton.model.health import HealthCheck
+from peloton.model.resources import Resources
 
 __all__ = [
     "TaskRunner",
@@ -59,9 +60,10 @@ class TaskRunner(Protocol):
     """What the agent shell needs from a runner. Use from a single event loop."""
 
     async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
-                     volume: str | None = None) -> None:
+                     volume: str | None = None, resources: Resources | None = None) -> None:
         """Start the run; no-op if run_id was already launched (running or finished).
-        `volume`: the container path of the instance's persistent volume, if any."""
+        `volume`: the container path of the instance's persistent volume, if any;
+        `resources`: the run's cpu and memory limits (enforced by ProcessRunner)."""
         ...
 
     async def kill(self, run_id: str, grace_s: float) -> None:

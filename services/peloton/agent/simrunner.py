@@ -45,6 +45,7 @@ from peloton.agent.status import (
     advance,
 )
 from peloton.model.health import HealthCheck
+from peloton.model.resources import Resources
 
 __all__ = ["SimulatedRunner", "sim_duration", "sim_exit_code", "sim_health",
            "DEFAULT_SIM_DURATION_S"]
@@ -115,9 +116,10 @@ class SimulatedRunner:
         return self._feed.queue
 
     async def launch(self, run_id: str, command: str, env: Mapping[str, str], *,
-                     volume: str | None = None) -> None:
-        """Start a simulated run; no-op if run_id is already known. Raises
-        InvalidRunIdError, RunnerClosedError."""
+                     volume: str | None = None, resources: Resources | None = None) -> None:
+        """Start a simulated run; no-op if run_id is already known (`volume` and
+        `resources` are ignored: nothing runs). Raises InvalidRunIdError,
+        RunnerClosedError."""
         validate_run_id(run_id)
         if run_id in self._runs:
             return

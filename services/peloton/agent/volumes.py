@@ -12,6 +12,10 @@ The task finds it through its environment:
 
 `<sandbox_root>` is the runner's root (one per host), so hosts sharing a machine in a
 minicluster keep separate volumes, as separate machines would.
+
+Confined tasks: `ensure(job_id, instance, user)` makes the instance's directory the task
+user's (`TaskUser.give`; the parents stay the agent's, 0755). Only the directory itself
+changes owner: what an earlier run wrote under another task user keeps its owner.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from peloton.agent.sandbox import RESERVED_NAME, validate_run_id
+from peloton.agent.taskuser import TaskUser
 
 __all__ = ["VOLUMES_DIR", "VolumeStore", "volume_env"]
 
@@ -41,8 +46,11 @@ class VolumeStore:
             raise ValueError(f"instance must be >= 0, got {instance}")
         return self.root / job_id / str(instance)
 
-    def ensure(self, job_id: str, instance: int) -> Path:
-        """Create the instance's directory if absent (keeping whatever it holds)."""
+    def ensure(self, job_id: str, instance: int, user: TaskUser | None = None) -> Path:
+        """Create the instance's directory if absent (keeping whatever it holds), owned by
+        `user` when given."""
         path = self.path_for(job_id, instance)
         path.mkdir(parents=True, exist_ok=True)
+        if user is not None:
+            user.give(path)
         return path

@@ -10,6 +10,18 @@ Contract:
   may not be projected yet: reads answer 404 "job X not found (it may still be in flight)".
 - Every error is JSON `{"error": message, "details": [...]}` (see peloton.api.errors);
   invalid input is 400 and lists every problem as {"field", "message"}.
+- Edges (each module's docstring has its contract): bodies over PELOTON_API_MAX_BODY_BYTES
+  are 413 (peloton.api.bodylimit); query parameters an operation does not document are
+  400 (peloton.api.strictquery); ids in paths are typed (peloton.api.params: forged ids
+  are 400); the OpenAPI declares the 400s and error model actually sent, no 422
+  (peloton.api.openapi).
+- A job for a pool the read model does not know is 400 (field respool), not 202. The
+  check never blocks what the job manager would accept: it is skipped while the read
+  model knows no pool at all (no entitlement cycle or config yet, as the job manager's
+  own check), and a pool whose creation this process published less than
+  POOL_IN_FLIGHT_MS ago counts as known (the read model lags the resource manager's
+  acceptance). Another API replica's just-created pool may still be refused for that
+  lag (under a second when the cluster is healthy): the message says to retry.
 """
 
 from __future__ import annotations
@@ -25,27 +37,34 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, TypeVar
 
 import httpx
-from fastapi import Body, FastAPI, Path, Query, Request
+from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from peloton.api import auth, openapi
+from peloton.api.bodylimit import BodyLimitMiddleware, max_body_bytes
 from peloton.api.errors import (
     ApiError,
     BadGateway,
     BadRequest,
     Conflict,
+    ErrorBody,
     NotFound,
     PublishError,
     Unavailable,
     UnsupportedMediaType,
     error_body,
 )
+from peloton.api.health import health_router
 from peloton.api.hosts import hosts_router
+from peloton.api.openapi import any_case, document_content
+from peloton.api.params import ID_PATTERN, JobId
 from peloton.api.pools import Pool, PoolList, pools_router
 from peloton.api.publisher import Publisher
+from peloton.api.strictquery import reject_unknown_query
 from peloton.api.updates import updates_router
 from peloton.bus.codec import EncodeError
 from peloton.jobmgr.domain.states import JobState
@@ -62,17 +81,13 @@ T = TypeVar("T")
 
 JOB_CONTENT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
                      "text/plain", "application/json")
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+JOB_ID = re.compile(ID_PATTERN)
 JOB_STATES = ("SUBMITTED", "REJECTED", *(s.value for s in JobState))
+POOL_IN_FLIGHT_MS = 60_000
 _FIELD = re.compile(r"^(?P<field>[A-Za-z0-9_.\[\]]+): (?P<message>.*)$", re.S)
 
 
 # ---- response models (the OpenAPI schema) --------------------------------------------
-class ErrorBody(BaseModel):
-    error: str
-    details: list[Any] = []
-
-
 class JobAccepted(BaseModel):
     job_id: str
 
@@ -231,9 +246,14 @@ def _job_missing(job_id: str) -> NotFound:
 def create_app(
     store: Store, publisher: Publisher, *, http_client: httpx.AsyncClient | None = None,
     status: Callable[[], dict[str, Any]] | None = None, clock: Callable[[], int] = _now_ms,
+    authenticator: auth.Authenticator | None = None,
+    checks: Callable[[], dict[str, bool]] | None = None,
 ) -> FastAPI:
     """The API over one store and one publisher. `http_client` reaches agents' log
-    servers (one is made on first use otherwise); `status` adds fields to /healthz."""
+    servers (one is made on first use otherwise); `status` adds fields to /healthz;
+    `checks` adds readiness checks to /readyz (peloton.api.health);
+    `authenticator` knows the bearer tokens (peloton.api.auth; None: no token is valid,
+    so only the open paths answer)."""
     clients: list[httpx.AsyncClient] = [http_client] if http_client is not None else []
     owned: list[httpx.AsyncClient] = []
 
@@ -244,20 +264,43 @@ def create_app(
             await c.aclose()
 
     app = FastAPI(title="Peloton-py API", version="1", lifespan=lifespan,
+                  dependencies=[Depends(reject_unknown_query), Depends(auth.BEARER)],
                   description="Submit and kill jobs; read jobs, tasks, hosts, pools and "
                               "dead letters from the read model.")
     _install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes())
+    auth.install(app, authenticator or auth.AnyOf())
+    openapi.install(app)  # last: it fixes the document the others made
+    auth.document(app)  # but for this: the open paths (/healthz, ...) need no token
 
     async def db(fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
 
+    created: dict[str, int] = {}  # pool -> when this process published its creation
+
     async def publish(event: Event) -> None:
+        if event.type == "ResourcePoolCreateRequested":
+            created[event.key] = clock()
         try:
             await publisher.publish(event)
         except EncodeError as exc:
             raise BadRequest(f"{event.type} does not match its schema", [str(exc)]) from exc
         except PublishError as exc:
             raise Unavailable(f"could not publish {event.type}", [str(exc)]) from exc
+
+    async def known_pool(pool: str) -> None:
+        """400 for a pool the read model does not know, unless it knows no pool yet (no
+        entitlement cycle, no config: as the job manager, leave it to the later stages)
+        or this process published the pool's creation less than POOL_IN_FLIGHT_MS ago."""
+        known = {p["pool"] for p in await db(store.pools)} | set(await db(store.pool_configs))
+        if not known or pool in known:
+            return
+        at = created.get(pool)
+        if at is not None and clock() - at < POOL_IN_FLIGHT_MS:
+            return
+        raise BadRequest("invalid job file", problem_details([
+            f"respool: resource pool {pool[:200]} does not exist (a pool created moments ago "
+            "through another API replica may not be known here yet: retry)"]))
 
     async def known_job(job_id: str) -> dict[str, Any]:
         job = await db(store.get_job, job_id)
@@ -274,8 +317,7 @@ def create_app(
 
     # ---- jobs ---------------------------------------------------------------------------
     job_body = {"requestBody": {"required": True, "description": "a Peloton job file",
-                                "content": {t: {"schema": {"type": "string"}}
-                                            for t in JOB_CONTENT_TYPES}}}
+                                "content": document_content(JOB_CONTENT_TYPES)}}
 
     @app.post("/v1/jobs", status_code=202, response_model=JobAccepted, tags=["jobs"],
               openapi_extra=job_body,
@@ -283,7 +325,8 @@ def create_app(
                          503: {"model": ErrorBody}})
     async def submit_job(
         request: Request,
-        job_id: str | None = Query(None, description="default: a new uuid4"),
+        job_id: str | None = Query(None, description="default: a new uuid4",
+                                   pattern=ID_PATTERN, max_length=128),
     ) -> JobAccepted:
         """Submit a job file (YAML or JSON); publishes JobSubmitted."""
         ctype = (request.headers.get("content-type") or "application/yaml")
@@ -304,6 +347,8 @@ def create_app(
                              problem_details(["body: empty (send a job file)"]))
         jid = job_id or str(uuid.uuid4())
         body = _parse_job(text, ctype, jid, clock())
+        auth.require_pool(request, str(body["respool"]))
+        await known_pool(str(body["respool"]))
         if job_id is not None and await db(store.get_job, jid) is not None:
             raise Conflict(f"job {jid} already exists")
         await publish(Event("JobSubmitted", jid, body))
@@ -311,7 +356,8 @@ def create_app(
 
     @app.get("/v1/jobs", response_model=JobList, tags=["jobs"], responses=_ERRORS)
     async def list_jobs(
-        state: str | None = Query(None, description=f"one of {', '.join(JOB_STATES)}"),
+        state: str | None = Query(None, description=f"one of {', '.join(JOB_STATES)} "
+                                  "(any case)", pattern=any_case(JOB_STATES)),
         limit: int = Query(100, ge=1, le=10_000),
     ) -> dict[str, Any]:
         """Jobs, newest first."""
@@ -321,13 +367,16 @@ def create_app(
         return {"jobs": await db(store.list_jobs, limit, state.upper() if state else None)}
 
     @app.get("/v1/jobs/{job_id}", response_model=Job, tags=["jobs"], responses=_ERRORS)
-    async def get_job(job_id: str) -> dict[str, Any]:
+    async def get_job(job_id: JobId) -> dict[str, Any]:
         """A job: state, task counts, configuration summary, rejection reasons."""
         return await known_job(job_id)
 
+    owns_job = Depends(auth.job_owner(lambda jid: db(store.get_job, jid)))
+
     @app.post("/v1/jobs/{job_id}/kill", status_code=202, response_model=KillAccepted,
+              dependencies=[owns_job],
               tags=["jobs"], responses={**_ERRORS, 503: {"model": ErrorBody}})
-    async def kill_job(job_id: str, req: KillRequest | None = Body(None)) -> KillAccepted:
+    async def kill_job(job_id: JobId, req: KillRequest | None = Body(None)) -> KillAccepted:
         """Kill a job, or some of its instances; publishes JobKillRequested."""
         req = req or KillRequest()
         job = await known_job(job_id)
@@ -345,7 +394,7 @@ def create_app(
     # ---- tasks --------------------------------------------------------------------------
     @app.get("/v1/jobs/{job_id}/tasks", response_model=TaskList, tags=["tasks"],
              responses=_ERRORS)
-    async def list_tasks(job_id: str) -> dict[str, Any]:
+    async def list_tasks(job_id: JobId) -> dict[str, Any]:
         """Every task of a job with its state, reason, exit code and state history."""
         await known_job(job_id)
         return {"job_id": job_id, "tasks": await db(store.tasks_of_job, job_id)}
@@ -359,7 +408,7 @@ def create_app(
 
     @app.get("/v1/jobs/{job_id}/tasks/{instance}", response_model=Task, tags=["tasks"],
              responses=_ERRORS)
-    async def get_task(job_id: str, instance: int = Path(ge=0)) -> dict[str, Any]:
+    async def get_task(job_id: JobId, instance: int = Path(ge=0)) -> dict[str, Any]:
         return await known_task(job_id, instance)
 
     @app.get("/v1/jobs/{job_id}/tasks/{instance}/logs", tags=["tasks"],
@@ -367,7 +416,7 @@ def create_app(
              responses={200: {"content": {"text/plain": {}}}, **_ERRORS,
                         502: {"model": ErrorBody}})
     async def task_logs(
-        job_id: str, instance: int = Path(ge=0),
+        job_id: JobId, instance: int = Path(ge=0),
         stream: Literal["stdout", "stderr"] = "stdout",
         run: int | None = Query(None, ge=1, description="default: the current run"),
     ) -> StreamingResponse:
@@ -398,13 +447,9 @@ def create_app(
         """Records some service could not decode or handle, newest first."""
         return {"dead_letters": await db(store.dead_letters, limit)}
 
-    @app.get("/healthz", tags=["cluster"], responses={503: {"model": ErrorBody}})
-    async def healthz() -> dict[str, Any]:
-        try:
-            await db(store.ping)
-        except Exception as exc:  # any store failure means "not healthy", with the reason
-            raise Unavailable("read model store unavailable", [repr(exc)]) from exc
-        return {"ok": True, **(status() if status is not None else {})}
+    # /healthz, /readyz, /metrics: probes and scrapes carry no token, so these stay OUT
+    # of authentication (auth.OPEN_PATHS lists them); never put them behind it.
+    app.include_router(health_router(store, publisher, status, checks))
 
     return app
 
@@ -450,7 +495,8 @@ def _field_of(loc: Any) -> str:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.message, exc.details), status_code=exc.status)
+        return JSONResponse(error_body(exc.message, exc.details), status_code=exc.status,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,6 +3,9 @@
 Exception tree:
     ApiError(Exception)            an answer with a status code, message and details
         BadRequest                 400: the request is invalid (details list every problem)
+        Unauthorized               401: no valid bearer token (answered with
+                                   WWW-Authenticate: Bearer; see peloton.api.auth)
+        Forbidden                  403: the token's user lacks the role, or the pool
         NotFound                   404: no such job, task, host or log
         Conflict                   409: the job id is already taken, or the host's
                                    maintenance state forbids the action
@@ -10,16 +13,31 @@ Exception tree:
         BadGateway                 502: an agent answered badly or could not be reached
         Unavailable                503: the broker did not acknowledge a publish
     PublishError(Exception)        raised by a Publisher when the broker does not acknowledge
+`ErrorBody` is that shape as a model (the OpenAPI's error schema). `error_body` makes every
+string in it safe to send and bounded: text that cannot be UTF-8 (lone surrogates from a
+decoded body) is replaced, and each string is cut to `MAX_TEXT` characters, so an error
+never echoes unbounded input.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 __all__ = [
-    "ApiError", "BadRequest", "NotFound", "Conflict", "UnsupportedMediaType", "BadGateway",
-    "Unavailable", "PublishError", "error_body",
+    "ErrorBody", "MAX_TEXT",
+    "ApiError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
+    "UnsupportedMediaType", "BadGateway", "Unavailable", "PublishError", "error_body",
 ]
+
+
+MAX_TEXT = 1000
+
+
+class ErrorBody(BaseModel):
+    error: str
+    details: list[Any] = []
 
 
 class ApiError(Exception):
@@ -33,6 +51,15 @@ class ApiError(Exception):
 
 class BadRequest(ApiError):
     status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+    headers = {"WWW-Authenticate": 'Bearer realm="peloton"'}
+
+
+class Forbidden(ApiError):
+    status = 403
 
 
 class NotFound(ApiError):
@@ -60,4 +87,15 @@ class PublishError(Exception):
 
 
 def error_body(message: str, details: list[Any] | None = None) -> dict[str, Any]:
-    return {"error": message, "details": details or []}
+    return {"error": _safe(message), "details": _safe(details or [])}
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.encode("utf-8", "replace").decode("utf-8")
+        return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "\u2026"
+    if isinstance(value, dict):
+        return {_safe(k): _safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(v) for v in value]
+    return value

@@ -18,12 +18,14 @@ Errors have the API's shape: {"error", "details": [{"field", "message"}]}.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel
 
-from peloton.api.errors import BadRequest, Conflict, NotFound
+from peloton.api.auth import require_admin
+from peloton.api.errors import BadRequest, Conflict, ErrorBody, NotFound
+from peloton.api.params import HostName
 from peloton.model.duration import parse_duration_ms
 from peloton.model.event import Event
 from peloton.model.hoststate import HostCommand, HostState, HostStateError, apply
@@ -42,7 +44,7 @@ ACTIONS: dict[str, HostCommand] = {
 
 
 class MaintenanceRequest(BaseModel):
-    action: str
+    action: Literal["start", "complete", "cancel"]
     deadline: str | None = None
     requested_by: str | None = None
 
@@ -82,8 +84,9 @@ def hosts_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int])
         return dict(found[0])
 
     @router.post("/v1/hosts/{host}/maintenance", status_code=202,
-                 response_model=MaintenanceAccepted)
-    async def maintenance(host: str, req: MaintenanceRequest = Body(...)) -> dict[str, Any]:
+                 response_model=MaintenanceAccepted, dependencies=[Depends(require_admin)],
+                 responses={409: {"model": ErrorBody}})
+    async def maintenance(host: HostName, req: MaintenanceRequest = Body(...)) -> dict[str, Any]:
         """Start, complete or cancel a host's maintenance (publishes
         HostMaintenanceRequested; the host manager decides)."""
         command = ACTIONS.get(req.action)
@@ -112,7 +115,7 @@ def hosts_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int])
         return body
 
     @router.get("/v1/hosts/{host}")
-    async def get_host(host: str) -> dict[str, Any]:
+    async def get_host(host: HostName) -> dict[str, Any]:
         """One host with its maintenance history (newest first)."""
         found = await known_host(host)
         found["events"] = await db(store.host_events, host)

@@ -28,10 +28,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import yaml
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
-from peloton.api.errors import BadRequest, NotFound, UnsupportedMediaType
+from peloton.api.auth import require_admin
+from peloton.api.errors import BadRequest, ErrorBody, NotFound, UnsupportedMediaType
+from peloton.api.openapi import document_content
+from peloton.api.params import RequestId
 from peloton.model.event import Event
 from peloton.model.resources import KINDS
 from peloton.readmodel.store import Store
@@ -117,18 +120,12 @@ class PreemptionList(BaseModel):
     preemptions: list[Preemption]
 
 
-class ErrorBody(BaseModel):
-    error: str
-    details: list[Any] = []
-
-
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
 _WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS, 415: {"model": ErrorBody}, 503: {"model": ErrorBody}}
 _BODY = {"requestBody": {"required": True, "description": "a ResourcePoolConfig",
-                         "content": {t: {"schema": {"type": "object"}}
-                                     for t in POOL_CONTENT_TYPES}}}
+                         "content": document_content(POOL_CONTENT_TYPES)}}
 
 
 def merge_pools(rows: list[dict[str, Any]],
@@ -209,6 +206,7 @@ def pools_router(store: Store, publish: Publish, db: Db,
                  clock: Callable[[], int]) -> APIRouter:
     """The routes in the module docstring, over one store and one publish function."""
     router = APIRouter(tags=["pools"])
+    admin = [Depends(require_admin)]  # pool changes: admins only (peloton.api.auth)
 
     async def pools() -> list[dict[str, Any]]:
         rows = await db(store.pools)
@@ -228,7 +226,7 @@ def pools_router(store: Store, publish: Publish, db: Db,
         return {"pools": await pools()}
 
     @router.post("/v1/pools", status_code=202, response_model=PoolRequestAccepted,
-                 responses=_WRITE_ERRORS, openapi_extra=_BODY)
+                 responses=_WRITE_ERRORS, openapi_extra=_BODY, dependencies=admin)
     async def create_named_pool(request: Request) -> PoolRequestAccepted:
         """Create a pool named by the body's `name` under its `parent` (default /)."""
         doc = await _document(request)
@@ -251,7 +249,7 @@ def pools_router(store: Store, publish: Publish, db: Db,
         raise NotFound(f"pool {wanted} not found (a new pool may still be in flight)")
 
     @router.post("/v1/pools/{path:path}", status_code=202, response_model=PoolRequestAccepted,
-                 responses=_WRITE_ERRORS, openapi_extra=_BODY)
+                 responses=_WRITE_ERRORS, openapi_extra=_BODY, dependencies=admin)
     async def create_pool(path: str, request: Request) -> PoolRequestAccepted:
         """Create a pool at this path (its parent must exist)."""
         wanted = _path(path)
@@ -262,7 +260,7 @@ def pools_router(store: Store, publish: Publish, db: Db,
         return await requested("ResourcePoolCreateRequested", wanted, "CREATE", config=config)
 
     @router.put("/v1/pools/{path:path}", status_code=202, response_model=PoolRequestAccepted,
-                responses=_WRITE_ERRORS, openapi_extra=_BODY)
+                responses=_WRITE_ERRORS, openapi_extra=_BODY, dependencies=admin)
     async def update_pool(path: str, request: Request) -> PoolRequestAccepted:
         """Replace a pool's config; a `parent` different from the current one moves it."""
         wanted = _path(path)
@@ -272,14 +270,14 @@ def pools_router(store: Store, publish: Publish, db: Db,
 
     @router.delete("/v1/pools/{path:path}", status_code=202,
                    response_model=PoolRequestAccepted,
-                   responses={**_ERRORS, 503: {"model": ErrorBody}})
+                   responses={**_ERRORS, 503: {"model": ErrorBody}}, dependencies=admin)
     async def delete_pool(path: str) -> PoolRequestAccepted:
         """Delete a leaf pool that holds no tasks."""
         return await requested("ResourcePoolDeleteRequested", _path(path), "DELETE")
 
     @router.get("/v1/pool-requests/{request_id}", response_model=PoolRequest,
                 responses=_ERRORS)
-    async def get_pool_request(request_id: str) -> dict[str, Any]:
+    async def get_pool_request(request_id: RequestId) -> dict[str, Any]:
         """What became of a pool request."""
         found = await db(store.pool_request, request_id)
         if found is None:

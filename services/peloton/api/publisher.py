@@ -1,14 +1,17 @@
 """Publishing the API's commands-as-facts (JobSubmitted, JobKillRequested) to the bus.
 
 `Publisher` is the I/O seam: `await publish(event)` returns only once the broker has
-acknowledged the record, and raises `PublishError` otherwise. `KafkaPublisher` is the real
-one (aiokafka, `send_and_wait`); `MemoryPublisher` is the shipped fake for unit tests.
+acknowledged the record, and raises `PublishError` otherwise. A publisher may also have
+`async connected() -> bool` (the API's /readyz asks it; one without it counts as
+connected). `KafkaPublisher` is the real one (aiokafka, `send_and_wait`);
+`MemoryPublisher` is the shipped fake for unit tests.
 An event that does not match its schema raises `peloton.bus.codec.EncodeError` before
 anything is sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Protocol
 
@@ -18,6 +21,8 @@ from aiokafka.errors import KafkaError
 from peloton.api.errors import PublishError
 from peloton.bus.catalog import topic_for_event
 from peloton.bus.codec import Codec, default_codec
+from peloton.bus.kafkaconfig import client_settings
+from peloton.bus.metrics import count_published
 from peloton.model.event import Event
 
 __all__ = ["Publisher", "KafkaPublisher", "MemoryPublisher", "producer_config"]
@@ -52,7 +57,7 @@ class KafkaPublisher:
         if self._producer is None:
             producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap,
                                         request_timeout_ms=self._timeout_ms,
-                                        **producer_config())
+                                        **producer_config(), **client_settings())
             await producer.start()
             self._producer = producer
 
@@ -71,6 +76,21 @@ class KafkaPublisher:
         except KafkaError as exc:
             log.warning("publishing %s to %s failed: %r", event.type, topic, exc)
             raise PublishError(f"broker did not acknowledge {event.type}: {exc}") from exc
+        count_published("api", [topic])
+
+    async def connected(self, timeout_s: float = 2.0) -> bool:
+        """/readyz: the producer is started and reaches a broker within `timeout_s`."""
+        producer = self._producer
+        if producer is None:
+            return False
+        client = producer.client
+        for broker in sorted(client.cluster.brokers(), key=lambda b: str(b.nodeId)):
+            try:
+                if await asyncio.wait_for(client.ready(broker.nodeId), timeout_s):
+                    return True
+            except (KafkaError, OSError, TimeoutError):
+                continue
+        return False
 
 
 class MemoryPublisher:
@@ -88,3 +108,7 @@ class MemoryPublisher:
             raise PublishError(self.fail)
         self.events.append(event)
         self.records.append((topic_for_event(event.type).name, event.key.encode(), value))
+
+    async def connected(self) -> bool:
+        """/readyz: a fake that fails its sends is not connected."""
+        return self.fail is None

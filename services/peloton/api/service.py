@@ -8,7 +8,9 @@ One process because one process owns a chdb directory. Shape:
    records are counted and skipped (the owning services dead-letter them). Rows carry their
    source position, so re-delivered records change nothing.
 3. uvicorn serves `create_app(store, KafkaPublisher)` on the same loop (its signal
-   handlers off: the Faust worker owns shutdown).
+   handlers off: the Faust worker owns shutdown). It also serves /healthz, /readyz
+   (store, publisher, partitions assigned) and /metrics (peloton.api.health); the
+   materializer's records consumed, batch latency and lag carry service="readmodel".
 The consumer group is `peloton-readmodel-<instance>-<store epoch>`: stable while the store
 lives, so a restart resumes where it stopped; a fresh store reads every topic from the
 start (the store epoch is drawn when its tables are created).
@@ -31,10 +33,14 @@ from clickhouse_connect.driver.exceptions import OperationalError
 from mode import Service
 
 from peloton.api.app import create_app
+from peloton.api.auth import Authenticator
 from peloton.api.publisher import KafkaPublisher
+from peloton.bus import logformat
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import Codec, DecodeError, default_codec
+from peloton.bus.consumerlag import LAG_SAMPLE_S, HandledOffsets, sample_lag
 from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.metrics import EVENTS_CONSUMED, HANDLER_SECONDS
 from peloton.bus.readiness import announce_ready
 from peloton.readmodel.projector import Row, SourcePos, project
 from peloton.readmodel.store import Store
@@ -145,16 +151,27 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def build_worker_app(bootstrap: str, store: Store, port: int, instance: str = "1",
-                     host: str = "127.0.0.1") -> tuple[faust.App, Materializer]:
+                     host: str = "127.0.0.1", authenticator: Authenticator | None = None,
+                     ) -> tuple[faust.App, Materializer]:
     """The Faust app: materializer agents plus the HTTP API service. The API's socket is
-    bound here, so a taken port fails before anything starts."""
+    bound here, so a taken port fails before anything starts. `authenticator`: who may
+    call the API (peloton.api.auth; None: nobody but the open paths)."""
     materializer = Materializer(store)
     app = make_app(f"peloton-readmodel-{instance}-{store.epoch()}", bootstrap)
-    announce_ready(app, "api")
+    consuming = [False]  # /readyz: partitions assigned
+    announce_ready(app, "api", on_ready=lambda: consuming.__setitem__(0, True))
+    handled = HandledOffsets()
     for t in TOPICS:
-        _add_agent(app, t.name, materializer)
+        _add_agent(app, t.name, materializer, handled)
+
+    @app.timer(LAG_SAMPLE_S, name="readmodel-lag")
+    async def lag() -> None:
+        await sample_lag(app, "readmodel", handled)
+
     publisher = KafkaPublisher(bootstrap)
-    api = create_app(store, publisher, status=materializer.status)
+    api = create_app(store, publisher, status=materializer.status,
+                     authenticator=authenticator,
+                     checks=lambda: {"consuming": consuming[0]})
     sock = _bind(host, port)
 
     class ApiService(Service):
@@ -178,27 +195,33 @@ def build_worker_app(bootstrap: str, store: Store, port: int, instance: str = "1
     return app, materializer
 
 
-def _add_agent(app: faust.App, topic_name: str, materializer: Materializer) -> None:
+def _add_agent(app: faust.App, topic_name: str, materializer: Materializer,
+               handled: HandledOffsets) -> None:
     source = raw_topic(app, topic_name)
+    consumed = EVENTS_CONSUMED.labels("readmodel", topic_name)
+    latency = HANDLER_SECONDS.labels("readmodel", topic_name)
 
     async def consume(stream: Any) -> None:
         async for events in stream.take_events(BATCH, within=WITHIN_S):
-            await materializer.apply([
-                RawRecord(e.message.topic, e.message.partition, e.message.offset, e.value)
-                for e in events])
+            started = time.perf_counter()
+            batch = [RawRecord(e.message.topic, e.message.partition, e.message.offset,
+                               e.value) for e in events]
+            await materializer.apply(batch)
+            latency.observe(time.perf_counter() - started)
+            consumed.inc(len(batch))
+            handled.note([(r.topic, r.partition, r.offset) for r in batch])
 
     app.agent(source, name=f"readmodel-{topic_name}")(consume)
 
 
 def run_api(bootstrap: str, dsn: str, port: int, instance: str = "1",
-            host: str = "127.0.0.1") -> None:
+            host: str = "127.0.0.1", authenticator: Authenticator | None = None) -> None:
     """Blocking: materialize the read model and serve the API until stopped."""
     asyncio.run(ensure_topics(bootstrap))
     store = Store(dsn)
     try:
         asyncio.set_event_loop(asyncio.new_event_loop())
-        app, _ = build_worker_app(bootstrap, store, port, instance, host)
-        worker = faust.Worker(app, loglevel="INFO", quiet=True)
-        worker.execute_from_commandline()
+        app, _ = build_worker_app(bootstrap, store, port, instance, host, authenticator)
+        logformat.worker(app).execute_from_commandline()
     finally:
         store.close()

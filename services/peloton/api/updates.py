@@ -31,12 +31,15 @@ import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, Field
 
-from peloton.api.errors import BadRequest, Conflict, NotFound, UnsupportedMediaType
+from peloton.api.auth import job_owner, update_owner
+from peloton.api.errors import BadRequest, Conflict, ErrorBody, NotFound, UnsupportedMediaType
+from peloton.api.openapi import document_content
+from peloton.api.params import ID_PATTERN, JobId, UpdateId
 from peloton.jobmgr.domain.validation import validate_submission
 from peloton.model.event import Event
 from peloton.model.jobfile import JobFileError, job_document_to_submitted, parse_job_file
@@ -61,7 +64,10 @@ FINAL = {"SUCCEEDED", "ROLLED_BACK", "ABORTED", "FAILED", "REJECTED"}
 UNANSWERED_MS = 60_000  # a request the job manager has not answered blocks for this long
 CONTENT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
                  "text/plain", "application/json")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_ID = re.compile(ID_PATTERN)
+_CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ErrorBody}}
+Command = Annotated[Literal["pause", "resume", "abort", "rollback"],
+                    Path(description="pause, resume, abort or rollback")]
 # query parameter -> UpdateSettings attribute (and the field UpdateSpecError names)
 _INT_SETTINGS = {"batch_size": ("batch_size", "batchSize"),
                  "max_unavailable": ("max_unavailable", "maxUnavailable"),
@@ -201,6 +207,10 @@ def _parse(text: str, ctype: str, job_id: str, now_ms: int
 def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int]) -> APIRouter:
     """The routes in the module docstring, over one store and one publish function."""
     router = APIRouter(tags=["updates"])
+    # writes: admins, or submitters owning the job's pool (peloton.api.auth)
+    owns_job = [Depends(job_owner(lambda jid: db(store.get_job, jid)))]
+    owns_update = [Depends(update_owner(lambda uid: db(store.update, uid),
+                                        lambda jid: db(store.get_job, jid)))]
 
     async def known_job(job_id: str) -> dict[str, Any]:
         job = await db(store.get_job, job_id)
@@ -252,13 +262,12 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
         return UpdateAccepted(job_id=job_id, update_id=uid)
 
     job_body = {"requestBody": {"required": True, "description": "the job's new job file",
-                                "content": {t: {"schema": {"type": "string"}}
-                                            for t in CONTENT_TYPES}}}
+                                "content": document_content(CONTENT_TYPES)}}
 
     @router.post("/v1/jobs/{job_id}/update", status_code=202, response_model=UpdateAccepted,
-                 openapi_extra=job_body)
+                 openapi_extra=job_body, dependencies=owns_job, responses=_CONFLICT)
     async def update_job(
-        request: Request, job_id: str,
+        request: Request, job_id: JobId,
         batch_size: int = Query(0, description="instances in flight at once; 0: all"),
         max_unavailable: int | None = Query(
             None, description="instances down at once; default: the job's "
@@ -270,7 +279,8 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
                                                          "new version; 0: no limit"),
         rollback_on_failure: bool = False, start_paused: bool = False,
         canary: int = Query(0, description="update this many instances, then pause"),
-        update_id: str | None = Query(None, description="default: a new uuid4"),
+        update_id: str | None = Query(None, description="default: a new uuid4; 1-128 "
+                                      "letters, digits, '.', '_' or '-'"),
         requested_by: str = "api",
     ) -> UpdateAccepted:
         """Roll a SERVICE or STATEFUL job to a new job file (publishes JobUpdateRequested;
@@ -308,9 +318,10 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
         assert body is not None
         return await request_update(job_id, body, settings, update_id, requested_by, now)
 
-    @router.post("/v1/jobs/{job_id}/restart", status_code=202, response_model=UpdateAccepted)
+    @router.post("/v1/jobs/{job_id}/restart", status_code=202, response_model=UpdateAccepted,
+                 dependencies=owns_job, responses=_CONFLICT)
     async def restart_job(
-        job_id: str,
+        job_id: JobId,
         batch_size: int = Query(0, description="instances restarted at once; 0: all"),
         max_unavailable: int | None = Query(None, description="instances down at once"),
         update_id: str | None = Query(None, description="default: a new uuid4"),
@@ -341,14 +352,14 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
                                     chosen)
 
     @router.post("/v1/jobs/{job_id}/start", status_code=202, response_model=StopAccepted,
-                 tags=["jobs"])
-    async def start_job(job_id: str, requested_by: str = "api",
+                 tags=["jobs"], dependencies=owns_job, responses=_CONFLICT)
+    async def start_job(job_id: JobId, requested_by: str = "api",
                         instances: str | None = Query(None, description="only these "
                                                       "instances, e.g. 0-3,7 (default: all)"),
                         ) -> StopAccepted:
-        """Start stopped instances of a live SERVICE or STATEFUL job again (all of them, or
-        `instances`): they get new runs (publishes JobStartRequested). 409 for a job that
-        has ended (a whole-job stop): it is submitted again."""
+        """Start stopped instances of a SERVICE or STATEFUL job again (all of them, or
+        `instances`), also of a STOPPED job: they get new runs (publishes
+        JobStartRequested). 409 for a job that has ended (killed): it is submitted again."""
         job = await known_job(job_id)
         if job.get("type") not in ("SERVICE", "STATEFUL"):
             raise BadRequest("invalid start", [_problem(
@@ -357,8 +368,8 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
                         "instances follow its hosts)")])
         if job.get("state") in ("KILLED", "SUCCEEDED", "FAILED"):
             raise Conflict(f"job {job_id} has ended ({job['state']})", [_problem(
-                "job_id", "an ended job does not start again: submit it again (stop "
-                          "instances with `stop --instances` to start them later)")])
+                "job_id", "a killed job does not start again: submit it again (`job "
+                          "stop` instead of `job kill` keeps a service startable)")])
         chosen, bad = parse_instances(instances, int(job["instance_count"]))
         if bad:
             raise BadRequest("invalid start", [_problem("instances", b) for b in bad])
@@ -368,36 +379,41 @@ def updates_router(store: Any, publish: Publish, db: Db, clock: Callable[[], int
         return StopAccepted(job_id=job_id, instances=chosen)
 
     @router.post("/v1/jobs/{job_id}/stop", status_code=202, response_model=StopAccepted,
-                 tags=["jobs"])
-    async def stop_job(job_id: str, requested_by: str = "api",
+                 tags=["jobs"], dependencies=owns_job)
+    async def stop_job(job_id: JobId, requested_by: str = "api",
                        instances: str | None = Query(None, description="only these "
                                                      "instances, e.g. 0-3,7 (default: all)"),
                        ) -> StopAccepted:
         """Stop a job, or some of its instances: they are killed and not restarted
-        (publishes JobKillRequested, as /kill)."""
+        (publishes JobKillRequested). A SERVICE or STATEFUL job stopped whole is STOPPED
+        (every instance's kill, so /start runs it again); any other job is killed, as by
+        /kill."""
         job = await known_job(job_id)
         chosen, bad = parse_instances(instances, int(job["instance_count"]))
         if bad:
             raise BadRequest("invalid stop", [_problem("instances", b) for b in bad])
+        if not chosen and job.get("type") in ("SERVICE", "STATEFUL"):
+            chosen = list(range(int(job["instance_count"])))
         await publish(Event("JobKillRequested", job_id, {
             "job_id": job_id, "at": clock(), "instances": chosen,
             "reason": f"stopped by {requested_by} through the API"}))
         return StopAccepted(job_id=job_id, instances=chosen)
 
     @router.get("/v1/jobs/{job_id}/updates", response_model=UpdateList)
-    async def list_updates(job_id: str) -> dict[str, Any]:
+    async def list_updates(job_id: JobId) -> dict[str, Any]:
         """A job's updates, newest first."""
         await known_job(job_id)
         return {"job_id": job_id, "updates": await db(store.updates_of_job, job_id)}
 
     @router.get("/v1/updates/{update_id}", response_model=UpdateInfo)
-    async def get_update(update_id: str) -> dict[str, Any]:
+    async def get_update(update_id: UpdateId) -> dict[str, Any]:
         """One update: state, progress (done, failed, in flight) and why it waits."""
         return await known_update(update_id)
 
     @router.post("/v1/updates/{update_id}/{command}", status_code=202,
-                 response_model=CommandAccepted)
-    async def update_command(update_id: str, command: str,
+                 response_model=CommandAccepted, dependencies=owns_update,
+                 responses=_CONFLICT)
+    async def update_command(update_id: UpdateId, command: Command,
                              requested_by: str = "api") -> CommandAccepted:
         """Pause, resume, abort or roll back an update (publishes UpdateCommandRequested)."""
         if command not in COMMANDS:

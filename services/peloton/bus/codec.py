@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +24,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
+from peloton.datafiles import schemas_dir
 from peloton.model.event import Event
 
 __all__ = ["Event", "Codec", "DecodeError", "EncodeError", "MARKER", "default_codec", "schema_dir"]
@@ -50,11 +50,9 @@ class _Version:
 
 
 def schema_dir() -> Path:
-    """schemas/ at the repository top (PELOTON_SCHEMAS overrides)."""
-    override = os.environ.get("PELOTON_SCHEMAS")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[3] / "schemas"
+    """The event schemas: the wheel's copy or the repository's schemas/ (PELOTON_SCHEMAS
+    overrides; see peloton.datafiles)."""
+    return schemas_dir()
 
 
 class Codec:

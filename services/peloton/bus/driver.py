@@ -113,6 +113,13 @@ class CoreDriver:
                 and callable(getattr(self.core, "snapshot", None))
                 and any(t.name == f"{self.name}-snapshots" for t in SNAPSHOT_TOPICS))
 
+    @property
+    def last_snapshot_ms(self) -> int | None:
+        """When the newest snapshot this driver restored or wrote was taken (ms since the
+        epoch), None if none (metrics: snapshot age)."""
+        snap = self._last_snapshot
+        return None if snap is None else snap.header.created_at
+
     def _core_version(self) -> int:
         return int(getattr(self.core, "snapshot_version", 0))
 

@@ -1,21 +1,24 @@
 """The Faust app factory: one place for the settings every service uses.
 
 Records travel as raw bytes (our own Avro single-object codec decodes them, so a bad record
-can be dead-lettered instead of crashing a Faust serializer). Settings measured against the
-dev broker: 2 s session timeout (a group join there takes about half of it, at least 1 s),
-4 s rebalance timeout, 0.5 s heartbeats, a short producer linger.
+can be dead-lettered instead of crashing a Faust serializer). Group timeouts and SASL/TLS
+come from `peloton.bus.kafkaconfig` (the dev broker: 2 s session timeout, as measured: a
+group join there takes about half of it, at least 1 s; Apache Kafka: 10 s by default,
+within its 6 s minimum); a short producer linger.
 
 Restart in seconds (what a kill -9 and a restart of the same service instance cost):
 - The services use no Faust tables, so the table manager starts without Faust's fixed 1 s
   settle delay (`_TableManager`); with tables it behaves as Faust's.
 - A process killed -9 leaves its member in the group: Apache Kafka evicts it after the
-  2 s session timeout; the dev broker never does, so against it a restart rejoins as the
+  session timeout; the dev broker never does, so against it a restart rejoins as the
   dead member (`peloton.bus.devbroker.rejoin_as_dead_member`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -23,21 +26,24 @@ from faust.tables.manager import TableManager
 
 from peloton.bus.catalog import SNAPSHOT_TOPICS, TOPICS
 from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_as_dead_member
+from peloton.bus.kafkaconfig import client_settings, faust_settings, ssl_context
+from peloton.bus.kafkaconfig import from_env as kafka_from_env
+from peloton.bus.topicconfig import from_env as topic_settings
 
 __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
 
 
 def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: Any) -> faust.App:
+    kafka = kafka_from_env()
     settings: dict[str, Any] = dict(
         broker=f"kafka://{bootstrap}",
         store="memory://",
         topic_partitions=4,
         topic_disable_leader=True,
         consumer_auto_offset_reset="earliest",
-        broker_session_timeout=2,
-        broker_rebalance_timeout=4,
-        broker_heartbeat_interval=0.5,
+        # group timeouts (within Apache Kafka's bounds) and SASL/TLS: peloton.bus.kafkaconfig
+        **faust_settings(kafka, ssl_context(kafka)),
         broker_commit_interval=0.5,
         producer_linger=0.005,
         producer_max_batch_size=262144,
@@ -49,11 +55,23 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: 
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
         TableManager=_TableManager,
+        datadir=str(_faust_dir(app_id)),
     )
     settings.update(extra)
     patch_faust_fetch_wait()
     rejoin_as_dead_member(app_id)
     return faust.App(app_id, **settings)
+
+
+def _faust_dir(app_id: str) -> Path:
+    """Where Faust keeps its (empty: no tables) data directory: under PELOTON_STATE_DIR,
+    else the temporary directory; never the working directory (read-only in containers,
+    and a checkout there filled up with `peloton-*-data` folders). Its parent is created
+    here: Faust makes only the last level."""
+    base = os.environ.get("PELOTON_STATE_DIR") or tempfile.gettempdir()
+    path = Path(base) / "faust" / app_id
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 class _TableManager(TableManager):  # type: ignore[misc]
@@ -73,26 +91,23 @@ def raw_topic(app: faust.App, name: str) -> Any:
                      value_serializer="raw", internal=False)
 
 
-# snapshot topics in production: time-based deletion, small segments (see catalog doc)
-_SNAPSHOT_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(6 * 3600 * 1000),
-                    "segment.ms": str(600 * 1000), "max.message.bytes": str(1 << 20)}
-
-
 async def ensure_topics(bootstrap: str) -> None:
     """Create every catalog topic (and snapshot topic) that does not exist yet
-    (idempotent). The replication factor is PELOTON_TOPIC_REPLICATION (default 1, the dev
-    broker; 3 in production)."""
+    (idempotent). Replication and retention: `peloton.bus.topicconfig` (environment)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_settings())
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        replication = int(os.environ.get("PELOTON_TOPIC_REPLICATION", "1"))
-        missing = [NewTopic(t.name, t.partitions, replication)
+        topics = topic_settings()
+        dev = is_dev_broker()  # it stores topic configs and ignores them
+        replication = topics.replication
+        missing = [NewTopic(t.name, t.partitions, replication,
+                            topic_configs={} if dev else topics.event_config())
                    for t in TOPICS if t.name not in existing]
-        missing += [NewTopic(t.name, t.partitions, replication, topic_configs=_SNAPSHOT_CONFIG
-                             if not is_dev_broker() else {})
+        missing += [NewTopic(t.name, t.partitions, replication,
+                             topic_configs={} if dev else topics.snapshot_config())
                     for t in SNAPSHOT_TOPICS if t.name not in existing]
         if missing:
             try:

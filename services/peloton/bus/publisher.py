@@ -11,7 +11,7 @@ A delivery failure raises `PublishError`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaError
 from peloton.bus.catalog import topic_for_event
 from peloton.bus.codec import Codec
 from peloton.bus.devbroker import producer_settings
+from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.keys import record_key
 from peloton.model.event import Event
 
@@ -37,12 +38,14 @@ class Publisher:
         self.bootstrap = bootstrap
         self.codec = codec
         self._producer: AIOKafkaProducer | None = None
+        #: called with every batch the broker acknowledged (the shell counts them)
+        self.on_delivered: Callable[[list[Delivered]], None] | None = None
 
     async def start(self) -> None:
         if self._producer is None:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap, linger_ms=2, max_request_size=16 << 20,
-                **producer_settings())  # type: ignore[arg-type]
+                **producer_settings(), **client_settings())  # type: ignore[arg-type]
             await producer.start()
             self._producer = producer
 
@@ -70,7 +73,10 @@ class Publisher:
             metas = await asyncio.gather(*futures)
         except KafkaError as exc:
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc
-        return [(m.topic, m.partition, m.offset) for m in metas]
+        delivered = [(m.topic, m.partition, m.offset) for m in metas]
+        if self.on_delivered is not None:
+            self.on_delivered(delivered)
+        return delivered
 
     async def flush(self) -> None:
         if self._producer is not None:

@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from peloton.bus.codec import Codec, DecodeError
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
+from peloton.bus.kafkaconfig import client_settings
 
 __all__ = ["replay_topics", "Positions", "StartBeyondEnd"]
 
@@ -43,7 +44,7 @@ async def replay_topics(
     start = start or {}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
-                                **consumer_settings())  # type: ignore[arg-type]
+                                **consumer_settings(), **client_settings())  # type: ignore[arg-type]
     await consumer.start()
     positions: Positions = {}
     try:

@@ -58,22 +58,43 @@ if it has replay topics it does not consume live).
 A replay topic the core does not consume live (the job manager's job-events) must be
 written by this service alone: its position is the offset of the shell's own last
 delivered record there.
+
+Health and metrics (`peloton.bus.health`, `peloton.bus.metrics`): with a `health_port`,
+`run` serves /healthz, /readyz and /metrics from before the start-up replay on (alive
+throughout it; once the worker runs, alive = its event loop answers). Ready =
+"rebuilt" (step 1 done) and "consuming" (partitions assigned); a standby is ready too
+(its role is in the body). The shell counts consumed and published records per topic,
+times each batch (`peloton_handler_duration_seconds`), samples consumer lag every
+`LAG_SAMPLE_S`, and exposes leader state and snapshot age.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import faust
 from mode import Service
 
+from peloton.bus import logformat
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
+from peloton.bus.consumerlag import LAG_SAMPLE_S, HandledOffsets, sample_lag
 from peloton.bus.driver import CoreDriver, now_ms
 from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.health import Health, health_server
+from peloton.bus.metrics import (
+    EVENTS_CONSUMED,
+    HANDLER_SECONDS,
+    LEADER,
+    SNAPSHOT_AGE_SECONDS,
+    count_published,
+    service_label,
+)
+from peloton.bus.publisher import Delivered
 from peloton.bus.readiness import announce_ready
 from peloton.model.event import Event
 
@@ -115,8 +136,12 @@ class ServiceShell:
         snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
         core_factory: Callable[[], ServiceCore] | None = None, snapshots: bool = True,
         batch_max: int = 500, batch_within_s: float = 0.01,
+        health_port: int | None = None, health_bind: str = "0.0.0.0",
     ) -> None:
         self.name = name
+        self.health_port, self.health_bind = health_port, health_bind
+        self.metrics_service = service_label(name)
+        self.handled = HandledOffsets()
         self.batch_max = batch_max
         self.batch_within_s = batch_within_s
         self.instance = instance
@@ -135,7 +160,10 @@ class ServiceShell:
                                  snapshots=snapshots)
         self.app = make_app(f"peloton-{name}-{instance}", bootstrap, web_port=web_port,
                             web_bind=web_bind)
+        self.health = Health(f"{name}-{instance}", role=self.role)
+        self.health.require("rebuilt", "consuming")
         self._wire(core)
+        self._meter()
 
     @property
     def core(self) -> Any:
@@ -146,16 +174,54 @@ class ServiceShell:
     async def prepare(self) -> None:
         await ensure_topics(self.bootstrap)
         await self.driver.rebuild()
+        self.health.passed("rebuilt")
 
     def run(self) -> None:
-        """Blocking: prepare, then run the Faust worker until it is stopped."""
-        asyncio.run(self.prepare())
-        asyncio.set_event_loop(asyncio.new_event_loop())
-        worker = faust.Worker(self.app, loglevel="INFO", quiet=True)
-        worker.execute_from_commandline()
+        """Blocking: serve health (if a port is set; a taken port fails here, before
+        anything else), prepare, then run the Faust worker until it is stopped."""
+        server = health_server(self.health, self.health_port, self.health_bind)
+        try:
+            asyncio.run(self.prepare())  # /healthz: alive ("starting") however long it takes
+            asyncio.set_event_loop(asyncio.new_event_loop())
+            logformat.worker(self.app).execute_from_commandline()
+        finally:
+            if server is not None:
+                server.stop()
 
     def leading(self) -> bool:
         return self.election is None or bool(self.election.still_leader())
+
+    def role(self) -> str:
+        """The role /readyz shows: leader or standby (with leader election), else single."""
+        if self.election is None:
+            return "single"
+        return "leader" if self.leading() else "standby"
+
+    # ---- metrics --------------------------------------------------------------------
+    def _meter(self) -> None:
+        svc = self.metrics_service
+        for name in self.core.inputs:  # series exist (at 0) before the first record
+            EVENTS_CONSUMED.labels(svc, name)
+        LEADER.labels(svc).set_function(lambda: 1.0 if self.leading() else 0.0)
+        if self.driver.snapshots_enabled:
+            SNAPSHOT_AGE_SECONDS.labels(svc).set_function(self._snapshot_age)
+        self.driver.publisher.on_delivered = self._delivered
+
+    def _delivered(self, delivered: list[Delivered]) -> None:
+        count_published(self.metrics_service, (t for t, _, _ in delivered))
+
+    def _snapshot_age(self) -> float:
+        taken = self.driver.last_snapshot_ms
+        return math.nan if taken is None else max(0.0, (now_ms() - taken) / 1000)
+
+    def _handled(self, topic_name: str, records: list[tuple[str, int, int]],
+                 seconds: float) -> None:
+        EVENTS_CONSUMED.labels(self.metrics_service, topic_name).inc(len(records))
+        HANDLER_SECONDS.labels(self.metrics_service, topic_name).observe(seconds)
+        self.handled.note(records)
+
+    async def _sample_lag(self) -> None:
+        await sample_lag(self.app, self.metrics_service, self.handled)
 
     # ---- wiring ---------------------------------------------------------------------
     def _wire(self, core: ServiceCore) -> None:
@@ -169,17 +235,20 @@ class ServiceShell:
 
         class Lifecycle(Service):
             async def on_start(self) -> None:
+                shell.health.watch(asyncio.get_running_loop())
                 if shell.election is not None:
                     await shell.election.start()
                 await shell.driver.start_live()
 
             async def on_stop(self) -> None:
+                shell.health.passed("consuming", False)
                 if shell.election is not None:
                     await shell.election.stop()
                 await shell.driver.stop()
 
         self.app.service(Lifecycle)
-        announce_ready(self.app, self.name)
+        announce_ready(self.app, self.name, on_ready=lambda: self.health.passed("consuming"))
+        self.app.timer(LAG_SAMPLE_S, name=f"{self.name}-lag")(self._sample_lag)
 
     async def _maybe_snapshot(self) -> None:
         if self.driver.snapshot_due():
@@ -192,11 +261,16 @@ class ServiceShell:
 
         carries = {topic_name: expected}
         batch_max, within = self.batch_max, self.batch_within_s
+        handled = self._handled
 
         async def consume(stream: Any) -> None:
             async for events in stream.take_events(batch_max, within=within):
+                started = time.perf_counter()
                 await driver.on_records([(e.message.topic, e.message.partition,
                                           e.message.offset, e.key, e.value)
                                          for e in events], carries)
+                handled(topic_name, [(e.message.topic, e.message.partition,
+                                      e.message.offset) for e in events],
+                        time.perf_counter() - started)
 
         self.app.agent(source, name=f"{self.name}-{topic_name}")(consume)

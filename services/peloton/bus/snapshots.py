@@ -32,6 +32,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
+from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.publisher import Publisher
 from peloton.bus.replay import Positions
 
@@ -141,7 +142,7 @@ async def read_snapshots(bootstrap: str, topic: str, service: str, core_version:
     most `limit` manifests looked at), and the reasons the others were skipped."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 max_partition_fetch_bytes=8 << 20,
-                                **consumer_settings())  # type: ignore[arg-type]
+                                **consumer_settings(), **client_settings())  # type: ignore[arg-type]
     await consumer.start()
     found: list[Snapshot] = []
     reasons: list[str] = []

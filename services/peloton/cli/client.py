@@ -5,25 +5,29 @@ Errors:
         ApiUnreachable      no answer from the API (connection refused, DNS, timeout)
         ApiError            the API answered with an error status; carries its JSON
                             `error` message and `details`
-Every method returns the API's parsed JSON (logs: the text).
+Every method returns the API's parsed JSON (logs: the text). Requests carry
+`Authorization: Bearer <token>`: the `token` given, else the one peloton.cli.config finds
+for the API (env PELOTON_TOKEN, or the config file's for its own API).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from peloton.cli import config
+
 __all__ = ["DEFAULT_API", "ClientError", "ApiUnreachable", "ApiError", "PelotonClient",
            "default_api"]
 
-DEFAULT_API = "http://127.0.0.1:5290"
+DEFAULT_API = config.DEFAULT_API
 
 
 def default_api() -> str:
-    return os.environ.get("PELOTON_API") or DEFAULT_API
+    """env PELOTON_API, else the config file's `api`, else DEFAULT_API."""
+    return config.api_url()
 
 
 class ClientError(Exception):
@@ -47,9 +51,13 @@ class ApiError(ClientError):
 
 class PelotonClient:
     def __init__(self, base_url: str | None = None, timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 token: str | None = None) -> None:
         self.base_url = (base_url or default_api()).rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        token = token if token is not None else config.token_for(self.base_url)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport,
+                                  headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -205,6 +213,11 @@ class PelotonClient:
         return dict(self._json("GET", "/healthz"))
 
 
+def _token_hint() -> dict[str, str]:
+    return {"field": "", "message": "the CLI sends env PELOTON_TOKEN, else the token of "
+            f"{config.config_path()} (written by `peloton cluster up`) for its API"}
+
+
 def _given(params: dict[str, Any]) -> dict[str, Any]:
     """Query parameters without the unset ones; booleans as the API reads them."""
     return {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items()
@@ -222,7 +235,9 @@ def _api_error(resp: httpx.Response) -> ApiError:
         body = None
     if isinstance(body, dict) and "error" in body:
         details = body.get("details") or []
-        return ApiError(resp.status_code, str(body["error"]),
-                        details if isinstance(details, list) else [details])
+        details = details if isinstance(details, list) else [details]
+        if resp.status_code == 401:
+            details = [*details, _token_hint()]
+        return ApiError(resp.status_code, str(body["error"]), details)
     text = resp.text.strip().splitlines()[0][:200] if resp.text.strip() else resp.reason_phrase
     return ApiError(resp.status_code, text, [])

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["register", "ensure_up"]
 
 RunDir = Annotated[Path, typer.Option(envvar="PELOTON_RUN_DIR", help="state and logs")]
+JobsDir = Annotated[Path | None, typer.Option(
+    help="job files (default: examples/jobs shipped with peloton)")]
+UpdatesDir = Annotated[Path | None, typer.Option(
+    help="update files (default: examples/updates shipped with peloton)")]
 _err = Console(stderr=True)
 
 
@@ -29,7 +33,9 @@ def register(app: typer.Typer) -> None:
     def up_cmd(run_dir: RunDir = Path(".run"), agents: int = 3, cpu: float = 4.0,
                simulated: bool = False, heartbeat_timeout: float = 5.0,
                entitlement_cycle: float = 10.0) -> None:
-        """Start broker, etcd, all services and AGENTS agents in the background."""
+        """Start broker, etcd, all services and AGENTS agents in the background; print the
+        API's admin token and point the CLI config (PELOTON_CONFIG, else
+        ~/.config/peloton/config.yaml) at this cluster unless it names another API."""
         ensure_up(run_dir, agents=agents, cpu=cpu, simulated=simulated,
                   heartbeat_timeout_s=heartbeat_timeout, entitlement_cycle_s=entitlement_cycle)
 
@@ -66,7 +72,7 @@ def ensure_up(run_dir: Path, **layout: Any) -> Cluster:
 
     existing = load(run_dir)
     if existing is not None and all(existing.alive(n) for n in existing.procs):
-        _print_where(existing.layout.api_url, run_dir, "already up")
+        _print_where(existing, run_dir, "already up")
         return existing
     if existing is not None:
         down(run_dir)
@@ -76,31 +82,52 @@ def ensure_up(run_dir: Path, **layout: Any) -> Cluster:
     except (RuntimeError, TimeoutError) as exc:
         _err.print(f"[red]minicluster failed to start:[/red] {exc}")
         raise typer.Exit(1) from exc
-    _print_where(lay.api_url, run_dir, "up")
+    _print_where(cluster, run_dir, "up")
     return cluster
 
 
-def _print_where(api_url: str, run_dir: Path, what: str) -> None:
+def _print_where(cluster: Cluster, run_dir: Path, what: str) -> None:
+    api_url = cluster.layout.api_url
     _err.print(f"[green]minicluster {what}[/green]: API {api_url} (docs {api_url}/docs), "
                f"logs {run_dir}/logs/, stop with `task down`")
+    token = cluster.admin_token
+    if token:
+        _print_token(api_url, token, run_dir)
     sys.stdout.flush()
+
+
+def _print_token(api_url: str, token: str, run_dir: Path) -> None:
+    """The admin token, and the CLI config pointed at this cluster (peloton.cli.config:
+    only a config that names no API, or a local one, is rewritten)."""
+    from peloton.cli import config
+
+    _err.print(f"admin token: {token} (also in {run_dir}/admin-token; send it as "
+               "`Authorization: Bearer <token>`)", soft_wrap=True, highlight=False)
+    where = config.config_path()
+    if config.write_local(api_url, token):
+        _err.print(f"the CLI uses it: {where} points at this cluster", soft_wrap=True)
+    else:
+        _err.print(f"{where} names another API and was left alone; for this cluster: "
+                   f"export PELOTON_API={api_url} PELOTON_TOKEN=$(cat {run_dir}/admin-token)",
+                   soft_wrap=True, highlight=False)
 
 
 def register_demo(cluster: typer.Typer) -> None:
     @cluster.command("demo")
-    def demo_cmd(run_dir: RunDir = Path(".run"), jobs_dir: Path = Path("examples/jobs"),
-                 updates_dir: Path = Path("examples/updates"),
-                 timeout: float = 180.0) -> None:
+    def demo_cmd(run_dir: RunDir = Path(".run"), jobs_dir: JobsDir = None,
+                 updates_dir: UpdatesDir = None, timeout: float = 180.0) -> None:
         """Bring the minicluster up and show every workload: batch, service, stateful and
         daemon jobs at once, then a rolling update and a host maintenance (see
         `peloton.minicluster.demo`)."""
         from peloton.cli.client import ClientError, PelotonClient
+        from peloton.datafiles import examples_dir
         from peloton.minicluster.demo import run_demo
 
         cluster_state = ensure_up(run_dir)
-        client = PelotonClient(cluster_state.layout.api_url)
+        client = PelotonClient(cluster_state.layout.api_url, token=cluster_state.admin_token)
         try:
-            result = run_demo(client, jobs_dir, updates_dir, _err, timeout)
+            result = run_demo(client, jobs_dir or examples_dir() / "jobs",
+                              updates_dir or examples_dir() / "updates", _err, timeout)
         except ClientError as exc:
             _err.print(f"[red]demo failed:[/red] {exc}")
             raise typer.Exit(1) from exc

@@ -18,6 +18,7 @@ def _register() -> None:
         placement_cmd,
         serve_cmd,
         sim_cmd,
+        token_cmd,
         user_cmds,
         whatif_respool,
     )
@@ -30,6 +31,7 @@ def _register() -> None:
     serve_cmd.register(app)
     cluster_cmd.register(app)
     sim_cmd.register(app)
+    token_cmd.register(app)
 
 
 _register()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from pathlib import Path
@@ -10,7 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register", "build", "snapshot_options"]
+from peloton.bus.logformat import LogFormat
+from peloton.bus.logformat import configure as configure_logging
+
+__all__ = ["register", "build", "snapshot_options", "health_options"]
 
 Bootstrap = Annotated[str, typer.Option(envvar="PELOTON_BOOTSTRAP", help="Kafka bootstrap")]
 Etcd = Annotated[str | None, typer.Option(envvar="PELOTON_ETCD", help="etcd host:port")]
@@ -25,6 +27,15 @@ Snapshots = Annotated[bool, typer.Option(
     "--snapshots/--no-snapshots", envvar="PELOTON_SNAPSHOTS",
     help="--no-snapshots: never write or read snapshots (every start replays the whole "
          "log)")]
+HealthPort = Annotated[int | None, typer.Option(
+    envvar="PELOTON_HEALTH_PORT", min=0, max=65535,
+    help="serve /healthz, /readyz and /metrics (Prometheus) on this port; unset: no "
+         "health server")]
+HealthBind = Annotated[str, typer.Option(
+    envvar="PELOTON_HEALTH_BIND", help="address the health server listens on")]
+LogFormatOption = Annotated[LogFormat, typer.Option(
+    envvar="PELOTON_LOG_FORMAT", case_sensitive=False,
+    help="text, or json: one JSON object per line (ts, level, logger, message, service)")]
 
 
 def snapshot_options(interval: float, every: int, enabled: bool) -> dict[str, Any]:
@@ -32,9 +43,13 @@ def snapshot_options(interval: float, every: int, enabled: bool) -> dict[str, An
     return {"snapshot_interval_s": interval, "snapshot_every": every, "snapshots": enabled}
 
 
-def _logging(name: str) -> None:
-    logging.basicConfig(level=os.environ.get("PELOTON_LOG_LEVEL", "INFO"),
-                        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+def health_options(port: int | None, bind: str) -> dict[str, Any]:
+    """The ServiceShell keyword arguments of the health server options."""
+    return {"health_port": port, "health_bind": bind}
+
+
+def _logging(name: str, fmt: LogFormat = LogFormat.text) -> None:
+    configure_logging(name, fmt, os.environ.get("PELOTON_LOG_LEVEL", "INFO"))
 
 
 def register(app: typer.Typer) -> None:
@@ -48,28 +63,34 @@ def build() -> typer.Typer:
     @serve.command("jobmgr")
     def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092",
                snapshot_interval: SnapshotInterval = 10.0,
-               snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
+               snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
+               health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
+               log_format: LogFormatOption = LogFormat.text) -> None:
         """Job manager: validates jobs, owns task and job state."""
         from peloton.bus.service import ServiceShell
         from peloton.jobmgr.service import JobManagerCore
 
-        _logging("jobmgr")
+        _logging("jobmgr", log_format)
         ServiceShell("jobmgr", "1", JobManagerCore.from_env(os.environ), bootstrap,
-                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                     **health_options(health_port, health_bind)).run()
 
     @serve.command("hostmgr")
     def hostmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
                 heartbeat_timeout: float = 5.0, instance: str = "1",
                 snapshot_interval: SnapshotInterval = 10.0,
-                snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
+                snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
+                health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
+                log_format: LogFormatOption = LogFormat.text) -> None:
         """Host manager: hosts, offers, placement validation, launches, lost hosts."""
         from peloton.bus.service import ServiceShell
         from peloton.hostmgr.service import HostManagerCore
 
-        _logging(f"hostmgr-{instance}")
+        _logging(f"hostmgr-{instance}", log_format)
         ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
                      etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None,
-                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                     **health_options(health_port, health_bind)).run()
 
     @serve.command("resmgr")
     def resmgr(
@@ -92,33 +113,40 @@ def build() -> typer.Typer:
         snapshot_interval: SnapshotInterval = 10.0,
         snapshot_every: SnapshotEvery = 20_000,
         snapshots: Snapshots = True,
+        health_port: HealthPort = None,
+        health_bind: HealthBind = "0.0.0.0",
+        log_format: LogFormatOption = LogFormat.text,
     ) -> None:
         """Resource manager (one leader through etcd): pools, entitlement, admission,
         preemption."""
         from peloton.bus.service import ServiceShell
         from peloton.resmgr.service import ResourceManagerCore
 
-        _logging(f"resmgr-{instance}")
+        _logging(f"resmgr-{instance}", log_format)
         core = ResourceManagerCore(entitlement_cycle_s=cycle,
                                    preemption_cycles=preemption_cycles,
                                    preemption=preemption,
                                    in_pool_preemption=in_pool_preemption)
         ServiceShell("resmgr", instance, core, bootstrap, etcd=etcd,
                      leader_key="/peloton/leader/resmgr", lease_ttl=lease_ttl,
-                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                     **health_options(health_port, health_bind)).run()
 
     @serve.command("placement")
     def placement(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
                   instance: str = "1", snapshot_interval: SnapshotInterval = 10.0,
-                  snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True) -> None:
+                  snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
+                  health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
+                  log_format: LogFormatOption = LogFormat.text) -> None:
         """Placement engine: places admitted tasks on offered hosts in rounds."""
         from peloton.bus.service import ServiceShell
         from peloton.placement.service import PlacementCore
 
-        _logging(f"placement-{instance}")
+        _logging(f"placement-{instance}", log_format)
         ServiceShell("placement", instance, PlacementCore(), bootstrap, etcd=etcd,
                      leader_key="/peloton/leader/placement" if etcd else None,
-                     **snapshot_options(snapshot_interval, snapshot_every, snapshots)).run()
+                     **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                     **health_options(health_port, health_bind)).run()
 
     @serve.command("agent")
     def agent(
@@ -134,23 +162,39 @@ def build() -> typer.Typer:
         None,
         simulated: bool = False, heartbeat: float = 1.0,
         port_range: str = "31000-32000",
+        health_port: HealthPort = None,
+        health_bind: HealthBind = "0.0.0.0",
+        log_format: LogFormatOption = LogFormat.text,
+        task_user: Annotated[str | None, typer.Option(
+            envvar="PELOTON_TASK_USER",
+            help="user tasks run as when the agent is root (default: peloton-task if it "
+                 "exists, else nobody)")] = None,
+        confinement: Annotated[str, typer.Option(
+            envvar="PELOTON_CONFINEMENT",
+            help="how cpu/memory limits are enforced: auto, cgroup2 or rlimits")] = "auto",
+        sandbox_retention: Annotated[float, typer.Option(
+            envvar="PELOTON_SANDBOX_RETENTION_S",
+            help="seconds a finished run's sandbox (and logs) is kept")] = 6 * 3600.0,
     ) -> None:
         """Host agent: runs task commands as real processes (or simulated)."""
         from peloton.agent.app import AgentConfig, AgentCore
         from peloton.bus.service import ServiceShell
         from peloton.model.resources import Resources
 
-        _logging(f"agent-{host}")
+        _logging(f"agent-{host}", log_format)
         labels = dict(item.split("=", 1) for item in (label or []))
         begin, end = (int(x) for x in port_range.split("-"))
         config = AgentConfig(
             host=host, incarnation=uuid.uuid4().hex[:12],
             capacity=Resources(cpu, memory, disk, gpu), labels=labels, sandbox_root=sandbox,
             simulated=simulated, heartbeat_s=heartbeat, port_range=(begin, end),
-            log_url=f"http://{advertise_host or web_bind}:{web_port}" if web_port else "")
+            log_url=f"http://{advertise_host or web_bind}:{web_port}" if web_port else "",
+            task_user=task_user, confinement=confinement,
+            sandbox_retention_s=sandbox_retention)
         core = AgentCore(config)
         shell = ServiceShell(f"agent-{host}", "1", core, bootstrap,
-                             web_port=web_port or None, web_bind=web_bind)
+                             web_port=web_port or None, web_bind=web_bind,
+                             **health_options(health_port, health_bind))
         if web_port:
             _serve_logs(shell.app, core)
         shell.run()
@@ -161,12 +205,32 @@ def build() -> typer.Typer:
             "chdb:///tmp/peloton-chdb",
             port: int = 5290, instance: str = "1",
             host: Annotated[str, typer.Option(help="listen address (0.0.0.0 in a pod)")] =
-            "127.0.0.1") -> None:
+            "127.0.0.1", log_format: LogFormatOption = LogFormat.text,
+            tokens_file: Annotated[Path | None, typer.Option(
+                envvar="PELOTON_API_TOKENS_FILE",
+                help="bearer tokens, users and roles (YAML/JSON, see peloton.api.tokens); "
+                     "this or --oidc-issuer is required")] = None,
+            oidc_issuer: Annotated[str | None, typer.Option(
+                envvar="PELOTON_OIDC_ISSUER",
+                help="accept JWTs of this OIDC issuer (peloton.api.oidc)")] = None,
+            oidc_audience: Annotated[str | None, typer.Option(
+                envvar="PELOTON_OIDC_AUDIENCE", help="the audience OIDC tokens must name")] =
+            None,
+            oidc_jwks_url: Annotated[str | None, typer.Option(
+                envvar="PELOTON_OIDC_JWKS_URL",
+                help="the issuer's JWKS (default: from its openid-configuration)")] = None,
+            ) -> None:
         """Read model (ClickHouse) + HTTP API in one process."""
+        from peloton.api.auth import AuthConfigError, configured
         from peloton.api.service import run_api
 
-        _logging("api")
-        run_api(bootstrap, dsn, port, instance, host)
+        _logging("api", log_format)
+        try:
+            authenticator = configured(tokens_file, oidc_issuer, oidc_audience, oidc_jwks_url)
+        except AuthConfigError as exc:
+            typer.echo(f"peloton serve api: {exc}", err=True)
+            raise typer.Exit(2) from None
+        run_api(bootstrap, dsn, port, instance, host, authenticator)
 
     return serve
 

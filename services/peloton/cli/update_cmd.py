@@ -223,7 +223,9 @@ def job_stop(job_id: Annotated[str, typer.Argument(help="The job to stop.")],
              instances: Annotated[str | None, typer.Option(
                  "--instances", help="Only these instances, e.g. 0-3,7 (default: all).")] =
              None) -> None:
-    """Stop a job, or some of its instances: they are killed and not restarted."""
+    """Stop a job, or some of its instances: they are killed and not restarted. A SERVICE
+    or STATEFUL job stopped whole is STOPPED and `job start` runs it again (`job kill`
+    ends a job for good)."""
     with api_client(api) as client:
         data = client.stop_job(job_id, requested_by or getpass.getuser(), instances)
     if output is Output.json:
@@ -238,8 +240,8 @@ def job_start(job_id: Annotated[str, typer.Argument(help="The job to start again
               instances: Annotated[str | None, typer.Option(
                   "--instances", help="Only these instances, e.g. 0-3,7 (default: all).")] =
               None) -> None:
-    """Start stopped instances of a live SERVICE or STATEFUL job again (those stopped with
-    `job stop --instances`; a job stopped whole has ended and is submitted again)."""
+    """Start a STOPPED SERVICE or STATEFUL job, or its stopped instances, again (a killed
+    job has ended and is submitted again)."""
     with api_client(api) as client:
         data = client.start_job(job_id, requested_by or getpass.getuser(), instances)
     if output is Output.json:

@@ -33,6 +33,9 @@ local check still uses ``ttl``, which is only more conservative.
 
 Errors from etcd are logged and retried with exponential backoff; the election task
 never dies of them. ``identity`` must be unique per candidate process.
+
+TLS to etcd (CA, client certificate) is an option read from the environment: see
+:mod:`peloton.ha.etcdtls`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from typing import Any
 import aetcd
 import grpc
 
+from peloton.ha.etcdtls import from_env as tls_from_env
+from peloton.ha.etcdtls import make_client
 from peloton.ha.liveness import certainly_gone, process_token
 
 __all__ = ["LeaderElection", "parse_endpoint"]
@@ -118,6 +123,7 @@ class LeaderElection:
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff if max_backoff is not None else max(ttl, min_backoff)
         self._host, self._port = parse_endpoint(endpoint)
+        self._tls = tls_from_env(endpoint)  # PELOTON_ETCD_CA_FILE etc.: peloton.ha.etcdtls
         self._key = key.encode()
         self._holder_key = self._key.rstrip(b"/") + b"/holder"
         self._value = identity.encode()
@@ -139,9 +145,10 @@ class LeaderElection:
         # gRPC's default reconnect backoff grows to minutes; cap it well below the TTL so
         # that a candidate notices a recovered etcd within one campaign round.
         reconnect_ms = max(100, int(self.ttl * 250))
-        self._client = aetcd.Client(
-            host=self._host,
-            port=self._port,
+        self._client = make_client(
+            self._host,
+            self._port,
+            self._tls,
             timeout=self._lease_seconds,
             options={
                 "grpc.initial_reconnect_backoff_ms": 100,

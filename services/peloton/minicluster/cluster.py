@@ -2,17 +2,23 @@
 
 `up(layout)` starts everything (detached when asked, so it outlives the shell), writes
 `<run_dir>/cluster.json` (what runs where) and waits until the API answers and every
-agent's host is registered. `down(run_dir)` stops what the state file names; `status`
-reports it. Tests use the same code with free ports in a temporary directory.
+agent's host is registered. The API takes bearer tokens: `up` gives it one admin token
+(`Cluster.admin_token`, `Cluster.api_headers`; peloton.minicluster.admintoken).
+`down(run_dir)` stops what the state file names; `status` reports it. Tests use the same
+code with free ports in a temporary directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from peloton.minicluster.admintoken import ensure_admin_token, read_admin_token, tokens_file
 from peloton.minicluster.servers import free_ports, start_etcd, start_tansu
 
 __all__ = ["AgentSpec", "Layout", "Cluster", "up", "down", "status", "load"]
@@ -74,6 +81,20 @@ class Layout:
         return f"127.0.0.1:{self.broker_port}"
 
     @property
+    def sandbox_dir(self) -> Path:
+        """The agents' sandbox root: `<run_dir>/sandboxes`, unless they run as root (tasks
+        then run as an unprivileged user, `peloton.agent.taskuser`) and others cannot
+        search the run dir's path (pytest's tmp dirs are under a 0700 directory): then a
+        directory of the system temp dir named after the run dir, removed by `down`."""
+        own = self.run_dir / "sandboxes"
+        if os.geteuid() != 0 or all(p.stat().st_mode & stat.S_IXOTH
+                                    for p in (self.run_dir.resolve(),
+                                              *self.run_dir.resolve().parents)):
+            return own
+        digest = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"peloton-sandboxes-{digest}"
+
+    @property
     def etcd(self) -> str:
         return f"127.0.0.1:{self.etcd_port}"
 
@@ -96,6 +117,17 @@ class Cluster:
     def __init__(self, layout: Layout, procs: dict[str, Proc] | None = None) -> None:
         self.layout = layout
         self.procs: dict[str, Proc] = procs or {}
+
+    @property
+    def admin_token(self) -> str | None:
+        """The API's admin token (peloton.minicluster.admintoken), once `up` made it."""
+        return read_admin_token(self.layout.run_dir)
+
+    @property
+    def api_headers(self) -> dict[str, str]:
+        """The header that carries the admin token (empty before `up`)."""
+        token = self.admin_token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     @property
     def state_file(self) -> Path:
@@ -136,12 +168,13 @@ class Cluster:
             return base + [name, *boot]
         if name == "api":
             return base + ["api", *boot, "--dsn", f"chdb://{lay.run_dir / 'chdb'}",
-                           "--port", str(lay.api_port)]
+                           "--port", str(lay.api_port),
+                           "--tokens-file", str(tokens_file(lay.run_dir))]
         spec = next(a for a in lay.agents if f"agent-{a.name}" == name)
         argv = base + ["agent", *boot, "--host", spec.name, "--cpu", str(spec.cpu),
                        "--memory", str(spec.memory), "--disk", str(spec.disk),
                        "--gpu", str(spec.gpu), "--web-port", str(spec.web_port),
-                       "--sandbox", str(lay.run_dir / "sandboxes"),
+                       "--sandbox", str(lay.sandbox_dir),
                        "--port-range", f"{spec.port_range[0]}-{spec.port_range[1]}"]
         for k, v in spec.labels.items():
             argv += ["--label", f"{k}={v}"]
@@ -200,7 +233,8 @@ class Cluster:
             if dead:
                 raise RuntimeError(f"{', '.join(dead)} exited; see {self.layout.run_dir}/logs")
             try:
-                hosts = httpx.get(f"{self.layout.api_url}/v1/hosts", timeout=2).json()
+                hosts = httpx.get(f"{self.layout.api_url}/v1/hosts", timeout=2,
+                                  headers=self.api_headers).json()
                 up = {h["host"] for h in hosts.get("hosts", hosts) if h.get("state") != "LOST"}
                 msg = f"hosts registered: {len(up & want)}/{len(want)}"
                 if want <= up:
@@ -231,6 +265,8 @@ def up(layout: Layout, progress: Callable[[str], None] | None = None) -> Cluster
     from peloton.minicluster.servers import _run_sync
 
     _run_sync(lambda: ensure_topics(layout.bootstrap))
+    if layout.with_api:
+        ensure_admin_token(layout.run_dir)  # the API's tokens file, before the API starts
     for name in cluster.service_names():
         say(f"starting {name}")
         cluster.start_service(name)
@@ -266,6 +302,8 @@ def down(run_dir: Path) -> list[str]:
             cluster.stop(name, timeout=5.0)
             stopped.append(name)
     cluster.state_file.unlink(missing_ok=True)
+    if cluster.layout.sandbox_dir != run_dir / "sandboxes":
+        shutil.rmtree(cluster.layout.sandbox_dir, ignore_errors=True)
     return stopped
 
 

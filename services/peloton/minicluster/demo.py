@@ -17,6 +17,8 @@ Steps, each waiting (with a timeout) for what it says:
    daemon comes back on it;
 5. stop the long-running jobs and print a summary.
 `run_demo` returns the steps that failed (empty: all passed).
+examples/ is `peloton.datafiles.examples_dir()`: the repository's, or an installed wheel's
+copy, wherever the command runs from.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from peloton.cli.client import ApiError, PelotonClient
+from peloton.datafiles import examples_dir
 
 __all__ = ["run_demo", "DemoState", "StepFailed"]
 
@@ -152,7 +155,8 @@ def _borrowing(client: PelotonClient, job_id: str) -> bool | str:
 
 def run_demo(client: PelotonClient, jobs_dir: Path, updates_dir: Path,
              console: Console, timeout: float = 180.0,
-             pools_dir: Path = Path("examples/respool")) -> DemoState:
+             pools_dir: Path | None = None) -> DemoState:
+    pools_dir = examples_dir() / "respool" if pools_dir is None else pools_dir
     state = DemoState(plain=None if console.is_terminal else console)
     files = sorted(jobs_dir.glob("*.yaml"))
     backfill = jobs_dir / "backfill.yaml"

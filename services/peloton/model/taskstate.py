@@ -48,6 +48,10 @@ class JobState(StrEnum):
     FAILED = "FAILED"
     KILLING = "KILLING"
     KILLED = "KILLED"
+    #: every instance of a SERVICE/STATEFUL job was stopped (`job stop`); not terminal:
+    #: `job start` runs them again (Peloton stops a stateless job the same way and calls
+    #: the state KILLED; a distinct name tells a restartable job from an ended one)
+    STOPPED = "STOPPED"
 
 
 S = TaskState

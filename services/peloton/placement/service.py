@@ -1,13 +1,24 @@
-"""The placement service: the PlacementBoard core inside the common service shell."""
+"""The placement service: the PlacementBoard core inside the common service shell.
+
+Metrics (this shell records them, not the pure board; see peloton.bus.metrics): the
+duration of every tick that ran a round, and every `PENDING_SAMPLE_S` the runs waiting
+for a host by pool and reason class (the board's last PlacementFailed reason; "none":
+not tried yet).
+"""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from typing import Any
 
+from peloton.bus.metrics import PLACEMENT_ROUND_SECONDS, reason_class, record_pending
 from peloton.model.event import Event
 from peloton.placement.domain.board import DEFAULT_RETENTION_MS, PlacementBoard
 
 __all__ = ["PlacementCore"]
+
+PENDING_SAMPLE_S = 5.0
 
 
 class PlacementCore:
@@ -22,6 +33,7 @@ class PlacementCore:
                  retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.board = PlacementBoard(retention_ms)
         self.tick_interval: float | None = tick_interval
+        self._pending_sampled = -PENDING_SAMPLE_S
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.board.fold(etype, body)
@@ -31,7 +43,22 @@ class PlacementCore:
         return []
 
     def tick(self, now: int) -> list[Event]:
-        return self.board.next_round(now)
+        round_, started = self.board.round, time.perf_counter()
+        events = self.board.next_round(now)
+        if self.board.round != round_:
+            PLACEMENT_ROUND_SECONDS.observe(time.perf_counter() - started)
+        if time.monotonic() - self._pending_sampled >= PENDING_SAMPLE_S:
+            self._pending_sampled = time.monotonic()
+            self._record_pending()
+        return events
+
+    def _record_pending(self) -> None:
+        board = self.board
+        pending: Counter[tuple[str, str]] = Counter()
+        for key in board.queue:
+            spec = board.jobs.get(key[0])
+            pending[(spec.respool if spec else "", reason_class(board.reasons.get(key)))] += 1
+        record_pending("placement", pending)
 
     def after_replay(self, now: int) -> list[Event]:
         return []

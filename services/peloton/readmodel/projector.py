@@ -5,6 +5,8 @@ record always yields the same rows, each carrying its source position (topic, pa
 offset, index within the event), so inserting them again after an at-least-once replay
 changes nothing. Unknown event types and events the read model does not show (launch and
 kill requests, placements: their effect arrives as TaskStateChanged) yield no rows.
+History tables (task_events, host_offers, task_waits, preemptions, ...) get one row per
+fact, for Grafana's time series; latest-state tables one row per entity facet.
 
 Latest-state tables keep one row per entity *facet* (schema.sql), replaced by `version`.
 The version lanes, most significant first, are chosen per facet:
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SourcePos", "Row", "COLUMNS", "TABLES", "project", "version"]
+__all__ = ["SourcePos", "Row", "COLUMNS", "TABLES", "project", "version", "preemptor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,15 @@ COLUMNS: Mapping[str, Mapping[str, Any]] = {
     },
     "preemptions": {
         "job_id": "", "instance": 0, "run": 0, "at": 0, "pool": "", "reason": "",
-        "detail": "", **_SRC,
+        "detail": "", "preemptor": "", **_SRC,
+    },
+    "host_offers": {
+        "host": "", "at": 0, "incarnation": "", "capacity": {}, "free": {},
+        "available": False, "generation": 0, **_SRC,
+    },
+    "task_waits": {
+        "job_id": "", "instance": 0, "run": 0, "at": 0, "pool": "", "stage": "",
+        "reason": "", **_SRC,
     },
 }
 TABLES: tuple[str, ...] = tuple(COLUMNS)
@@ -246,6 +257,14 @@ def _pending_reasons(tasks: list[dict[str, Any]], at: int, src: SourcePos,
             for i, t in enumerate(tasks)]
 
 
+def _waits(tasks: list[dict[str, Any]], at: int, src: SourcePos, pool: str,
+           stage: str) -> list[Row]:
+    """The `task_waits` history rows of a batch of wait notes (one per task)."""
+    return [_row("task_waits", src, i, job_id=t["job_id"], instance=t["instance"],
+                 run=t["run"], at=at, pool=pool, stage=stage, reason=t["reason"])
+            for i, t in enumerate(tasks)]
+
+
 def _tasks_admitted(b: dict[str, Any], src: SourcePos) -> list[Row]:
     pool = b["pool"]
     return _pending_reasons(b["tasks"], b["at"], src, lambda t: f"admitted to pool {pool}")
@@ -253,13 +272,15 @@ def _tasks_admitted(b: dict[str, Any], src: SourcePos) -> list[Row]:
 
 def _admission_deferred(b: dict[str, Any], src: SourcePos) -> list[Row]:
     pool = b["pool"]
-    return _pending_reasons(b["tasks"], b["at"], src,
-                            lambda t: f"waiting for admission to pool {pool}: {t['reason']}")
+    return (_pending_reasons(b["tasks"], b["at"], src,
+                             lambda t: f"waiting for admission to pool {pool}: {t['reason']}")
+            + _waits(b["tasks"], b["at"], src, pool, "admission"))
 
 
 def _placement_failed(b: dict[str, Any], src: SourcePos) -> list[Row]:
-    return _pending_reasons(b["tasks"], b["at"], src,
-                            lambda t: f"waiting for placement: {t['reason']}")
+    return (_pending_reasons(b["tasks"], b["at"], src,
+                             lambda t: f"waiting for placement: {t['reason']}")
+            + _waits(b["tasks"], b["at"], src, "", "placement"))
 
 
 def _task_status_reported(b: dict[str, Any], src: SourcePos) -> list[Row]:
@@ -355,12 +376,18 @@ def _host_lost(b: dict[str, Any], src: SourcePos) -> list[Row]:
 
 
 def _offer_received(b: dict[str, Any], src: SourcePos) -> list[Row]:
-    return [_row("hosts", src, i, host=o["host"], facet="offer",
-                 version=version(b["at"], _nonneg(o["generation"]), src.offset, i), at=b["at"],
-                 incarnation=o["incarnation"], capacity=o["capacity"], free=o["free"],
-                 labels=o["labels"], available=o["available"], generation=o["generation"],
-                 port_range_begin=o["port_range_begin"], port_range_end=o["port_range_end"])
-            for i, o in enumerate(b["offers"])]
+    rows: list[Row] = []
+    for i, o in enumerate(b["offers"]):
+        rows.append(_row("hosts", src, i, host=o["host"], facet="offer",
+                         version=version(b["at"], _nonneg(o["generation"]), src.offset, i),
+                         at=b["at"], incarnation=o["incarnation"], capacity=o["capacity"],
+                         free=o["free"], labels=o["labels"], available=o["available"],
+                         generation=o["generation"], port_range_begin=o["port_range_begin"],
+                         port_range_end=o["port_range_end"]))
+        rows.append(_row("host_offers", src, i, host=o["host"], at=b["at"],
+                         incarnation=o["incarnation"], capacity=o["capacity"], free=o["free"],
+                         available=o["available"], generation=o["generation"]))
+    return rows
 
 
 # host-events is keyed by host, but offsets start again after a dev broker restart: order
@@ -453,10 +480,20 @@ def _pool_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
                       list(b["reasons"]), 0)]
 
 
+# resmgr's HIGHER_PRIORITY_IN_POOL detail: "for gang <gang id> (priority <n>) in <pool>: ..."
+_PREEMPTOR = re.compile(r"^for gang (.+) \(priority -?\d+\) in ", re.DOTALL)
+
+
+def preemptor(detail: str) -> str:
+    """Whom a preemption made room for, from the resource manager's detail ('' if none)."""
+    m = _PREEMPTOR.match(detail)
+    return m.group(1) if m else ""
+
+
 def _tasks_preempted(b: dict[str, Any], src: SourcePos) -> list[Row]:
     return [_row("preemptions", src, i, job_id=t["job_id"], instance=t["instance"],
                  run=t["run"], at=b["at"], pool=b["pool"], reason=t["reason"],
-                 detail=t["detail"])
+                 detail=t["detail"], preemptor=preemptor(t["detail"]))
             for i, t in enumerate(b["tasks"])]
 
 

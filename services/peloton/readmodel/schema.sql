@@ -7,7 +7,9 @@
 -- whole, so partial updates from different topics never overwrite each other, and `version`
 -- (a UInt256 of four 64-bit lanes, see projector.version) orders the facts of one facet.
 -- History tables are ReplacingMergeTree keyed by the source position: a replayed record
--- collapses onto the row it already wrote. Read with FINAL.
+-- collapses onto the row it already wrote. Read with FINAL. Every history table has an
+-- `at` (event time, ms) and is listed in readmodel/retention.py: the store gives each a TTL
+-- on `at` from the PELOTON_HISTORY_TTL_DAYS setting when it creates the schema.
 
 CREATE DATABASE IF NOT EXISTS {db};
 
@@ -278,6 +280,48 @@ CREATE TABLE IF NOT EXISTS {db}.preemptions (
     pool String,
     reason LowCardinality(String),
     detail String,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (job_id, instance, run, src_topic, src_partition, src_offset, src_index);
+
+-- who a preemption made room for (HIGHER_PRIORITY_IN_POOL: the gang or task named in the
+-- detail; '' for POOL_OVER_ENTITLEMENT, which takes back room from a pool, for no one)
+ALTER TABLE {db}.preemptions ADD COLUMN IF NOT EXISTS preemptor String AFTER detail;
+
+-- every offer the host manager published for a host, for utilization over time (the
+-- `hosts` table keeps only the newest): allocated = capacity - free
+CREATE TABLE IF NOT EXISTS {db}.host_offers (
+    host String,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    incarnation String,
+    capacity Map(LowCardinality(String), Float64),
+    free Map(LowCardinality(String), Float64),
+    available Bool,
+    generation Int64,
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (host, at, src_topic, src_partition, src_offset, src_index);
+
+-- every note why a run waits: `stage` admission (AdmissionDeferred, with its pool) or
+-- placement (PlacementFailed: `pool` '', the job's respool is the pool); `reason` is the
+-- resource manager's or placement engine's own text (the `tasks` reason facet keeps the
+-- newest note per task, prefixed for display)
+CREATE TABLE IF NOT EXISTS {db}.task_waits (
+    job_id String,
+    instance UInt32,
+    run UInt32,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    pool String,
+    stage LowCardinality(String),
+    reason String,
     src_topic LowCardinality(String),
     src_partition UInt32,
     src_offset UInt64,

@@ -2,7 +2,9 @@
 
 `Store(dsn)` opens `chdb:///path` (in-process ClickHouse, the default) or
 `http://host:8123` (a ClickHouse server) with the same code and SQL, creates the database
-and tables if missing (schema.sql; idempotent) and serves:
+and tables if missing (schema.sql; idempotent), gives the history tables the TTL of
+`history_ttl_days` (default: PELOTON_HISTORY_TTL_DAYS, see readmodel/retention.py; an
+existing table is altered only when the setting changed) and serves:
 - `insert(rows)`: projector rows, one INSERT per table per call;
 - the queries behind the HTTP API (`get_job`, `list_jobs`, `tasks_of_job`, `task`,
   `hosts`, `pools`, `pool_configs`, `pool_request`, `preemptions`, `host_log_url`,
@@ -22,6 +24,7 @@ time: call `close()` before opening another.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import uuid
@@ -34,6 +37,8 @@ import clickhouse_connect
 
 from peloton.model.taskstate import ON_HOST
 from peloton.readmodel.projector import COLUMNS, Row
+from peloton.readmodel.retention import HISTORY_TABLES, applied_ttl_days, ttl_expression
+from peloton.readmodel.retention import history_ttl_days as _ttl_from_env
 
 __all__ = ["Store", "WAITING_STATES", "host_state", "shown_reason"]
 
@@ -228,11 +233,15 @@ def host_state(h: Mapping[str, Any]) -> str:
 class Store:
     """The read model in ClickHouse (see the module docstring)."""
 
-    def __init__(self, dsn: str, database: str = "peloton") -> None:
+    def __init__(self, dsn: str, database: str = "peloton",
+                 history_ttl_days: int | None = None) -> None:
         if not _DB_NAME.match(database):
             raise ValueError(f"invalid database name {database!r}")
         self.dsn = dsn
         self.db = database
+        self.history_ttl_days = (_ttl_from_env(os.environ) if history_ttl_days is None
+                                 else history_ttl_days)
+        ttl_expression(self.history_ttl_days)  # validates the range before connecting
         self._lock = threading.RLock()
         self._client: Any = clickhouse_connect.get_client(dsn=dsn)
         self._create_schema()
@@ -245,10 +254,25 @@ class Store:
             for stmt in statements:
                 if stmt:
                     self._client.command(stmt)
+            self._apply_history_ttl()
             rows = self._query("SELECT value FROM {db}.meta FINAL WHERE name = 'epoch'")
             if not rows:
                 self._client.insert(f"{self.db}.meta", [["epoch", uuid.uuid4().hex[:12]]],
                                     column_names=["name", "value"])
+
+    def _apply_history_ttl(self) -> None:
+        """Give every history table the TTL of the setting, where it has another one."""
+        expr = ttl_expression(self.history_ttl_days)
+        engines = {r["name"]: r["engine_full"] for r in self._query(
+            "SELECT name, engine_full FROM system.tables WHERE database = {db_name:String}",
+            db_name=self.db)}
+        for table in HISTORY_TABLES:
+            if applied_ttl_days(engines[table]) == self.history_ttl_days:
+                continue
+            if expr is None:
+                self._client.command(f"ALTER TABLE {self.db}.{table} REMOVE TTL")
+            else:
+                self._client.command(f"ALTER TABLE {self.db}.{table} MODIFY TTL {expr}")
 
     def close(self) -> None:
         with self._lock:
@@ -298,9 +322,7 @@ class Store:
                            job_id=job_id)
         if not rows:
             return None
-        job = _job(rows[0])
-        job["task_counts"] = self._task_counts([job_id]).get(job_id, {})
-        return job
+        return _counted(_job(rows[0]), self._task_counts([job_id]).get(job_id, {}))
 
     def list_jobs(self, limit: int = 100, state: str | None = None) -> list[dict[str, Any]]:
         """Newest first; `state` filters on the job state (SUBMITTED, REJECTED, PENDING..)."""
@@ -312,9 +334,7 @@ class Store:
             LIMIT {limit:UInt32}""", state=state or "", limit=max(0, limit))
         jobs = [_job(r) for r in rows]
         counts = self._task_counts([j["job_id"] for j in jobs])
-        for j in jobs:
-            j["task_counts"] = counts.get(j["job_id"], {})
-        return jobs
+        return [_counted(j, counts.get(j["job_id"], {})) for j in jobs]
 
     def _task_counts(self, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
         if not job_ids:
@@ -458,6 +478,15 @@ class Store:
 
 def _strip_comments(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def _counted(job: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    """The job with its task counts; a DAEMON's instance count is its instances so far
+    (one per matching host that joined; its spec says none)."""
+    job["task_counts"] = counts
+    if job["type"] == "DAEMON":
+        job["instance_count"] = sum(counts.values())
+    return job
 
 
 def _job(raw: Mapping[str, Any]) -> dict[str, Any]:

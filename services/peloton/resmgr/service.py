@@ -14,12 +14,24 @@ through the log (see peloton.resmgr.domain.cycle); when publishing a tick's even
 fails (or the tick raised) the shell calls `discard_unpublished()`, which puts back
 everything the tick changed. Snapshots (`snapshot`/`restore`, `snapshot_version`) carry
 the whole core state as plain data.
+
+Metrics (this shell, not the pure core, records them; see peloton.bus.metrics): when a
+tick published an entitlement cycle, its duration, the pools' entitlement and allocation
+(from the EntitlementUpdated rows) and the pending runs by pool and reason class.
 """
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from typing import Any
 
+from peloton.bus.metrics import (
+    RESMGR_CYCLE_SECONDS,
+    reason_class,
+    record_entitlement,
+    record_pending,
+)
 from peloton.model.event import Event
 from peloton.resmgr.domain.cycle import ResourceManager
 
@@ -57,7 +69,24 @@ class ResourceManagerCore:
         return self.manager.handle(etype, body, now)
 
     def tick(self, now: int) -> list[Event]:
-        return self.manager.tick(now)
+        cycle, started = self.manager.cycle, time.perf_counter()
+        events = self.manager.tick(now)
+        if self.manager.cycle != cycle:  # an entitlement cycle was decided
+            self._record_cycle(time.perf_counter() - started, events)
+        return events
+
+    def _record_cycle(self, seconds: float, events: list[Event]) -> None:
+        RESMGR_CYCLE_SECONDS.observe(seconds)
+        for ev in events:
+            if ev.type == "EntitlementUpdated":
+                record_entitlement(ev.body["pools"])
+        m = self.manager
+        pending: Counter[tuple[str, str]] = Counter()
+        for entry in m.ledger.pending.values():
+            if m.pending(entry):
+                pool = m.tree.resolve(entry.job.pool) or entry.job.pool
+                pending[(pool, reason_class(m.reason(entry)))] += 1
+        record_pending("resmgr", pending)
 
     def after_replay(self, now: int) -> list[Event]:
         return []

@@ -8,7 +8,10 @@
 - runs alive on agents: a run is alive from the agent's STARTING/RUNNING report until its
   terminal report, or until its agent process dies (`host_died`, told by the runner). A
   second run of the same task alive at the same time, or the same run alive on two
-  hosts, is a violation (`violations`), checked as each report is read.
+  hosts, is a violation (`violations`), checked as each report is read. The one allowed
+  overlap is a drain's handover (jobmgr/domain/handover.py): a run the job manager
+  created as a REPLACEMENT may start while the one run it replaces still serves
+  (`handovers` counts them).
 Reports are read in the order they were appended; an agent reports a run's end before
 the job manager can start another run, so no false alarm comes from report lag.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from peloton.jobmgr.domain.handover import REPLACEMENT
 from peloton.model.taskstate import TERMINAL, TERMINAL_JOB
 
 __all__ = ["Watch", "TaskView"]
@@ -45,6 +49,8 @@ class Watch:
     alive: dict[TaskKey, dict[int, str]] = field(default_factory=dict)  # run -> host
     succeeded_runs: dict[TaskKey, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    replacements: dict[TaskKey, set[int]] = field(default_factory=dict)  # runs, handover
+    handovers: int = 0
     reruns_after_success: list[str] = field(default_factory=list)
 
     TOPICS = ("job-submitted", "job-events", "task-status-reported")
@@ -94,6 +100,8 @@ class Watch:
         for ch in body["changes"]:
             key = (body["job_id"], ch["instance"])
             old = self.tasks.get(key)
+            if ch["state"] == "PENDING" and ch["reason"].startswith(REPLACEMENT):
+                self.replacements.setdefault(key, set()).add(ch["run"])
             if old is None or ch["run"] >= old.run:
                 self.tasks[key] = TaskView(ch["run"], ch["state"], ch["host"], ch["reason"])
 
@@ -109,7 +117,11 @@ class Watch:
                     self.violations.append(
                         f"run {key[0]}-{key[1]}-{run} alive on {other_host} and {host}")
                 others = sorted(r for r in runs if r != run)
-                if others:
+                if (len(others) == 1 and others[0] < run
+                        and run in self.replacements.get(key, ())):
+                    if run not in runs:  # a drain's replacement, the old run still serves
+                        self.handovers += 1
+                elif others:
                     self.violations.append(
                         f"task {key[0]}-{key[1]}: run {run} started on {host} while run(s) "
                         f"{others} still alive on {[runs[r] for r in others]}")

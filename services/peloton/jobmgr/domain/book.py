@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from peloton.jobmgr.domain import kills, starts, updates
+from peloton.jobmgr.domain import handover, kills, starts, updates
 from peloton.jobmgr.domain.daemonroom import make_room
 from peloton.jobmgr.domain.daemons import is_daemon, place_daemons
 from peloton.jobmgr.domain.drains import drain_hosts
@@ -35,7 +35,7 @@ from peloton.jobmgr.domain.folding import (
 )
 from peloton.jobmgr.domain.hosts import HostTable
 from peloton.jobmgr.domain.records import Batch, JobRecord, Pending, TaskRecord, change
-from peloton.jobmgr.domain.restarts import OWN_EXITS, restart_run
+from peloton.jobmgr.domain.restarts import IN_PLACE, OWN_EXITS, restart_run
 from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS, ForgottenIds
 from peloton.jobmgr.domain.retries import (
     PREEMPTED,
@@ -89,6 +89,7 @@ class JobBook:
         self.now_ms = 0  # the time of the decision being made (set by handle/tick)
         self.hosts = HostTable()  # the host manager's view of hosts (daemons, drains)
         self.on_host: dict[str, dict[tuple[str, int], None]] = {}  # host -> runs there
+        self.outgoing: dict[str, dict[tuple[str, int], None]] = {}  # host -> (handover)
         self.daemon_jobs: set[str] = set()
         self.drain_reasons: dict[str, str] = {}  # draining host -> why not drained yet
         self.updates: dict[str, updates.UpdateRecord] = {}  # job -> its newest update
@@ -224,8 +225,11 @@ class JobBook:
                 job.tasks.append(TaskRecord(len(job.tasks), since=at))
                 job.counts[S.INITIALIZED] += 1
             task = job.tasks[ch["instance"]]
+            if handover.fold(self, job, task, ch):
+                continue  # a change of the run a drain replaces
             if ch["run"] < task.run:
                 continue
+            new_run = ch["run"] > task.run
             new_state = S(ch["state"])
             version = int(ch.get("config_version", 1))
             if (ch["run"] > task.run and ch["reason"].startswith(starts.STARTED)
@@ -264,6 +268,8 @@ class JobBook:
             task.not_before_ms = ch.get("not_before_ms")
             if new_state == S.PENDING:  # a run's pin comes with its PENDING change
                 task.pinned_host = ch.get("pinned_host")
+                if new_run:
+                    task.in_place = ch["reason"].startswith(IN_PLACE)
             if job.long_running:
                 self._long_running_fold(job, task, new_state, at)
             if new_state == S.KILLING or (new_state == S.KILLED
@@ -395,6 +401,8 @@ class JobBook:
         if found is None:
             return
         job, task = found
+        if handover.ended(job, task, batch, ref["run"], target, reason, exit_code):
+            return  # the end of the run a drain replaced
         cur = batch.pending(job.job_id, task)
         if (host and ref["run"] == task.unreached_run and target in ON_HOST
                 and (cur.run != ref["run"] or cur.state in TERMINAL)):
@@ -493,6 +501,9 @@ class JobBook:
             if found is None:
                 continue
             job, task = found
+            if handover.ended(job, task, batch, run, S.LOST, f"host {host} lost: {reason}",
+                              None):
+                continue
             cur = batch.pending(job_id, task)
             target = S.KILLED if cur.state == S.KILLING else S.LOST
             if cur.run == run and cur.state not in TERMINAL:
@@ -596,6 +607,9 @@ class JobBook:
             for task in job.tasks:
                 if task.host is not None:
                     self.on_host.get(task.host, {}).pop((job_id, task.instance), None)
+                if task.outgoing is not None:
+                    self.outgoing.get(task.outgoing.host, {}).pop((job_id, task.instance),
+                                                                  None)
             self.daemon_jobs.discard(job_id)
             self.updates.pop(job_id, None)
             self.start_at.pop(job_id, None)
@@ -696,7 +710,8 @@ class JobBook:
 
     def _job_state_events(self, job: JobRecord, now_ms: int) -> list[Event]:
         new_state = derive_job_state(job.counts, len(job.tasks), job.kill_requested,
-                                     job.controller_state(), long_running=job.long_running)
+                                     job.controller_state(), long_running=job.long_running,
+                                     stopped=starts.all_stopped(job))
         if new_state == job.state:
             return []
         ev = Event("JobStateChanged", job.job_id, {

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from peloton.jobmgr.domain import handover
 from peloton.jobmgr.domain.availability import may_disrupt
 from peloton.jobmgr.domain.records import Batch, JobRecord, change
 from peloton.jobmgr.domain.retries import PREEMPTED, requeued
@@ -49,6 +50,7 @@ def carry_out(book: JobBook, job: JobRecord, instances: Sequence[int] | range | 
             continue
         task = job.tasks[i]
         task.kill_requested = True
+        handover.kill(job, task, batch, reason)  # a run a drain replaces goes too
         cur = batch.pending(job.job_id, task)
         if cur.state in TERMINAL or cur.state in ENDING:
             continue  # ending already; a preempted run ends KILLED, not re-queued

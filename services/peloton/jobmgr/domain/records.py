@@ -15,12 +15,32 @@ from typing import Any
 
 from peloton.model.backoff import RestartBackoff
 from peloton.model.spec import LONG_RUNNING, JobSpec, JobType
-from peloton.model.taskstate import JobState, TaskState
+from peloton.model.taskstate import TERMINAL, JobState, TaskState
 
-__all__ = ["TaskRecord", "JobRecord", "Change", "Pending", "Batch", "change"]
+__all__ = ["TaskRecord", "JobRecord", "Outgoing", "Change", "Pending", "Batch", "change"]
 
 S = TaskState
 Change = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A task's previous run, still on a draining host while its replacement starts."""
+
+    run: int
+    host: str
+    config_version: int
+    ending: bool = False  # its kill was decided (a KILLING change of it)
+
+    def to_row(self) -> list[Any]:
+        return [self.run, self.host, self.config_version, self.ending]
+
+    @classmethod
+    def from_row(cls, row: list[Any] | None) -> Outgoing | None:
+        if row is None:
+            return None
+        run, host, version, ending = row
+        return cls(int(run), str(host), int(version), bool(ending))
 
 
 @dataclass(slots=True)
@@ -47,6 +67,8 @@ class TaskRecord:
     volume_host: str | None = None  # a stateful instance's volume lives on this host
     config_version: int = 1  # the job config version the current run runs
     version_failures: int = 0  # runs at config_version that ended on their own, in a row
+    outgoing: Outgoing | None = None  # the run a drain replaces, still serving (handover)
+    in_place: bool = False  # the current run is softly pinned to its old host (restarts)
 
 
 @dataclass(slots=True)
@@ -122,6 +144,7 @@ class Batch:
         self.health: dict[str, list[dict[str, Any]]] = {}  # TaskHealthChanged entries
         self._latest: dict[tuple[str, int], Change] = {}
         self._rounds: dict[tuple[str, int], tuple[int, int]] = {}  # key -> (run, round)
+        self._past: dict[tuple[str, int, int], str] = {}  # older run -> state decided
 
     def add(self, job_id: str, ch: Change) -> None:
         key = (job_id, ch["instance"])
@@ -131,6 +154,19 @@ class Batch:
             run, seen = self._rounds.get(key, (ch["run"], -1))
             self._rounds[key] = (ch["run"], max(seen, ch["round"]) if run == ch["run"]
                                  else ch["round"])
+
+    def add_past(self, job_id: str, ch: Change) -> None:
+        """A change of a task's older run (a drain's outgoing run, see handover): it is
+        published with the others but never becomes the task's pending run."""
+        self.changes.setdefault(job_id, []).append(ch)
+        self._past[(job_id, ch["instance"], ch["run"])] = ch["state"]
+
+    def past_decided(self, job_id: str, instance: int, run: int, final: bool = False
+                     ) -> bool:
+        """Whether this batch already changed that older run (to a terminal state when
+        `final`)."""
+        state = self._past.get((job_id, instance, run))
+        return state is not None and (not final or S(state) in TERMINAL)
 
     def pending(self, job_id: str, task: TaskRecord) -> Pending:
         key = (job_id, task.instance)

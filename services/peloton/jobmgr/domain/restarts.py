@@ -13,6 +13,12 @@ Contract:
   (`TaskRecord.volume_host`, the host its first run reached), so it never moves off its
   data; it waits for that host (the placement engine says so) rather than start empty
   elsewhere.
+- In place (Peloton's in-place update): a SERVICE run an update replaced (its end's
+  reason starts `PREEMPTED (UPDATE:`) restarts pinned to the host it ran on, its reason
+  starting `restart in place on <host>` (`IN_PLACE`), so the new version reuses the
+  host's room (and its warm caches and images). The pin is soft: a run that waits READY
+  longer than `Timeouts.in_place_ms` for that host is taken back and runs anywhere
+  (`timeouts.expiry`); the restart after it is never pinned.
 - The delay is decided once, by the job manager, and travels in the new run's
   `not_before_ms`; the fold only replays it.
 """
@@ -20,10 +26,16 @@ Contract:
 from __future__ import annotations
 
 from peloton.jobmgr.domain.records import Change, JobRecord, TaskRecord, change
+from peloton.jobmgr.domain.retries import PREEMPTED
 from peloton.model.backoff import BASE_DELAY_MS
+from peloton.model.spec import JobType
 from peloton.model.taskstate import TaskState
 
-__all__ = ["OWN_EXITS", "restart_delay", "restart_run"]
+__all__ = ["OWN_EXITS", "IN_PLACE", "restart_delay", "restart_run"]
+
+#: The start of the reason of a restart pinned (softly) to the host its run was updated on.
+IN_PLACE = "restart in place on "
+_UPDATE_KILL = f"{PREEMPTED} (UPDATE:"
 
 S = TaskState
 #: Run ends that count against an instance's streak (the instance ended it itself).
@@ -42,8 +54,15 @@ def restart_run(job: JobRecord, task: TaskRecord, run: int, ended: TaskState, re
                 failures: int, now_ms: int, base_ms: int, host: str | None) -> Change:
     """The next run of a long-running instance whose run `run` ended `ended`."""
     delay = restart_delay(task, ended, now_ms, base_ms)
-    pinned = (task.volume_host or host) if job.stateful else task.pinned_host
+    if job.stateful:
+        pinned = task.volume_host or host
+    elif job.spec.type == JobType.SERVICE:
+        pinned = host if host and reason.startswith(_UPDATE_KILL) else None
+    else:
+        pinned = task.pinned_host
     where = f" on {pinned}" if pinned else ""
+    if job.spec.type == JobType.SERVICE and pinned:
+        where = f" in place on {pinned}"
     wait = f" in {delay / 1000:g}s (backoff)" if delay else ""
     why = f"restart{where}{wait} after run {run} ended {ended.value.lower()}: {reason}"
     return change(task.instance, run + 1, S.PENDING, S.INITIALIZED, why, None, None,

@@ -17,7 +17,7 @@ from typing import Any
 from peloton.jobmgr.domain.book import JobBook
 from peloton.jobmgr.domain.folding import HeldRejections
 from peloton.jobmgr.domain.hosts import HostTable
-from peloton.jobmgr.domain.records import JobRecord, TaskRecord
+from peloton.jobmgr.domain.records import JobRecord, Outgoing, TaskRecord
 from peloton.jobmgr.domain.retention import ForgottenIds
 from peloton.jobmgr.domain.timeouts import WATCHED, Timeouts
 from peloton.jobmgr.domain.updates import UpdateRecord
@@ -27,19 +27,21 @@ from peloton.model.taskstate import ON_HOST, TERMINAL, JobState, TaskState
 
 __all__ = ["SNAPSHOT_VERSION", "TASK_FIELDS", "book_to_data", "book_from_data"]
 
-SNAPSHOT_VERSION = 3  # 2: placed_round per task; 3: long-running jobs (health, backoff,
-#                        pins, config versions, updates, hosts)
+SNAPSHOT_VERSION = 4  # 2: placed_round per task; 3: long-running jobs (health, backoff,
+#                        pins, config versions, updates, hosts); 4: outgoing runs (drains),
+#                        in-place restarts
 TASK_FIELDS = ("run", "state", "host", "failures", "reason", "exit_code", "kill_requested",
                "since", "round", "not_before_ms", "placement_attempts", "unreached_run",
                "placed_round", "health", "backoff", "pinned_host", "volume_host",
-               "config_version", "version_failures")
+               "config_version", "version_failures", "outgoing", "in_place")
 
 
 def _task_row(t: TaskRecord) -> list[Any]:
     return [t.run, t.state.value, t.host, t.failures, t.reason, t.exit_code,
             t.kill_requested, t.since, t.round, t.not_before_ms, t.placement_attempts,
             t.unreached_run, t.placed_round, t.health, t.backoff.to_dict(), t.pinned_host,
-            t.volume_host, t.config_version, t.version_failures]
+            t.volume_host, t.config_version, t.version_failures,
+            None if t.outgoing is None else t.outgoing.to_row(), t.in_place]
 
 
 def _task(instance: int, row: list[Any]) -> TaskRecord:
@@ -47,7 +49,7 @@ def _task(instance: int, row: list[Any]) -> TaskRecord:
         raise ValueError(f"task row of {len(row)} fields, expected {len(TASK_FIELDS)}")
     (run, state, host, failures, reason, exit_code, kill_requested, since, round_,
      not_before_ms, attempts, unreached, placed_round, health, backoff, pinned,
-     volume_host, config_version, version_failures) = row
+     volume_host, config_version, version_failures, outgoing, in_place) = row
     return TaskRecord(
         instance, int(run), TaskState(state), None if host is None else str(host),
         int(failures), str(reason), None if exit_code is None else int(exit_code),
@@ -56,7 +58,7 @@ def _task(instance: int, row: list[Any]) -> TaskRecord:
         int(placed_round), str(health), RestartBackoff.from_dict(_mapping(backoff, "backoff")),
         None if pinned is None else str(pinned),
         None if volume_host is None else str(volume_host), int(config_version),
-        int(version_failures))
+        int(version_failures), Outgoing.from_row(outgoing), bool(in_place))
 
 
 def book_to_data(book: JobBook) -> dict[str, Any]:
@@ -142,6 +144,8 @@ def _book_from_data(data: dict[str, Any], retention_ms: int,
                 book.watched[(job_id, t.instance)] = None
             if t.state in ON_HOST and t.host:
                 book.on_host.setdefault(t.host, {})[(job_id, t.instance)] = None
+            if t.outgoing is not None:
+                book.outgoing.setdefault(t.outgoing.host, {})[(job_id, t.instance)] = None
     for job_id, (reasons, at) in _mapping(data["rejected"], "rejected").items():
         book.rejected[job_id] = [str(r) for r in _list(reasons, f"rejected.{job_id}")]
         book.rejected_at[job_id] = int(at)

@@ -1,10 +1,13 @@
 """Starting stopped long-running work again (JobStartRequested), pure.
 
 Contract:
-- Instances of SERVICE and STATEFUL jobs stopped while the job lives (`job stop
-  --instances`) start again; a job that has ENDED (a whole-job stop: KILLED) does not:
-  the other services forget an ended job (their retention), so it is submitted again. A
-  start of anything else changes no run (the API refuses it with the reason).
+- Instances of SERVICE and STATEFUL jobs that were stopped (`job stop`, whole or
+  `--instances`: each instance's own kill) start again. Once every instance is stopped the
+  job is STOPPED (`all_stopped`), a state that is not terminal: the other services keep
+  the job, so a start needs nothing but new runs. A job that was killed (`job kill`: the
+  job's kill) has ENDED (KILLED) and does not start again: the other services forget an
+  ended job (their retention), so it is submitted again. A start of anything else changes
+  no run (the API refuses it with the reason).
 - The fold (`apply_start`) withdraws the job's kill intents for the started instances (a
   whole-job start withdraws them all), clears their "killed for good" marks and the job's,
   and records the start's event time. Kills and starts of a job share one partition
@@ -29,10 +32,19 @@ from peloton.model.taskstate import TERMINAL, TaskState
 if TYPE_CHECKING:
     from peloton.jobmgr.domain.book import JobBook
 
-__all__ = ["STARTED", "apply_start", "carry_out", "startable"]
+__all__ = ["STARTED", "all_stopped", "apply_start", "carry_out", "startable"]
 
 S = TaskState
 STARTED = "STARTED"
+
+
+def all_stopped(job: JobRecord) -> bool:
+    """Every instance of a SERVICE/STATEFUL job is stopped by its own kill (a whole `job
+    stop`, or stops of each instance): once none runs the job is STOPPED, not ended (a job
+    kill ends it). Stops at the first instance still wanted."""
+    if not startable(job) or job.spec.type == JobType.DAEMON or job.kill_requested:
+        return False
+    return all(t.kill_requested for t in job.tasks)
 
 
 def startable(job: JobRecord | None) -> bool:

@@ -109,6 +109,7 @@ def controller_job_state(state: TaskState) -> JobState:
 def derive_job_state(
     counts: Mapping[TaskState, int], instance_count: int, killing: bool,
     controller: TaskState | None = None, *, long_running: bool = False,
+    stopped: bool = False,
 ) -> JobState:
     """Peloton's rule order: the first matching rule wins.
 
@@ -122,11 +123,15 @@ def derive_job_state(
     5. any RUNNING -> RUNNING; 6. otherwise PENDING.
 
     A long-running job (SERVICE, STATEFUL, DAEMON: `long_running`) never "succeeds": its
-    instances are restarted until stopped, so see `_long_running_state`.
+    instances are restarted until stopped, so see `_long_running_state`; `stopped`: every
+    instance of it was stopped by `job stop` (each one's kill, not the job's): KILLING
+    until none runs, then STOPPED.
     """
     succeeded = counts.get(S.SUCCEEDED, 0)
     terminal = sum(counts.get(s, 0) for s in TERMINAL)
     if long_running:
+        if stopped and not killing:
+            return JobState.STOPPED if terminal >= instance_count else JobState.KILLING
         return _long_running_state(counts, instance_count, killing, terminal)
     if controller is not None and controller in TERMINAL:
         if terminal >= instance_count:
