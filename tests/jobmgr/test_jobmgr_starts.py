@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from jobmgr_driver import Jobmgr, changes
+from jobmgr_driver import Jobmgr, changes, replayed_and_restored
 from test_jobmgr_hosts import daemon, host
 from test_jobmgr_services import running
 
@@ -118,3 +118,30 @@ def test_stops_and_starts_replay_to_the_same_book() -> None:
     restored = book_from_data(json.loads(json.dumps(live)), j.book.retention_ms)
     assert book_to_data(restored) == live
     assert j.task("web", 0).kill_requested and not j.task("web", 1).kill_requested
+
+
+def test_an_update_gives_stopped_instances_the_new_version_without_running_them() -> None:
+    from test_jobmgr_updates import send_update, settle, state
+
+    j = Jobmgr()
+    running(j, "web", 3)
+    stop(j, "web", 1)
+    j.status("h1", "web", 1, "KILLED")
+    send_update(j, n=3, batch_size=1)
+    settle(j)  # used to wait for ever for instance 1 to run version 2
+    assert state(j) == "SUCCEEDED"
+    assert [(t.config_version, t.state.value) for t in j.book.jobs["web"].tasks] == [
+        (2, "RUNNING"), (2, "KILLED"), (2, "RUNNING")]
+    out = start(j, "web", 1)
+    assert [c[:3] for c in changes(out) if c[4] == "PENDING"] == [("web", 1, 2)]
+    assert j.task("web", 1).config_version == 2  # it runs the new version when started
+    k = Jobmgr()
+    running(k, "web", 2)
+    stop(k, "web", 0, 1)
+    k.status("h0", "web", 0, "KILLED")
+    k.status("h1", "web", 1, "KILLED")
+    send_update(k, n=2, batch_size=1)
+    for _ in range(3):
+        k.tick(2_000)
+    assert state(k) == "SUCCEEDED" and k.job_state("web") == "STOPPED"
+    replayed_and_restored(k)

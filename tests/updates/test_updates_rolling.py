@@ -79,6 +79,22 @@ def test_adds_then_updates_then_removes_unavailable_first() -> None:
     assert str(shrink.actions[-1]) == "remove instance 3"
 
 
+def test_a_stopped_instance_is_updated_without_running_and_costs_no_availability() -> None:
+    view = healthy(3)
+    view[1] = InstanceView(1, H.STOPPED)
+    p = plan(update(old=3, new=3, batch_size=2, max_unavailable=1), view)
+    # the stopped one first (it is not serving), and it does not count as down
+    assert acts(p) == [("update", 1), ("update", 0)]
+    view[1] = InstanceView(2, H.STOPPED)  # it took the version; it still runs nothing
+    p = plan(p.update, view)
+    assert 1 in p.update.progress.done and acts(p) == []
+    view[0] = InstanceView(2, H.HEALTHY)
+    p = plan(p.update, view)
+    assert acts(p) == [("update", 2)]
+    view[2] = InstanceView(2, H.HEALTHY)
+    assert plan(p.update, view).update.status.state is U.SUCCEEDED
+
+
 def test_batch_size_bounds_the_instances_in_flight() -> None:
     view = healthy(5)
     p = plan(update(old=5, new=5, batch_size=2), view)

@@ -200,7 +200,10 @@ def instance_views(job: JobRecord) -> dict[int, InstanceView]:
     views: dict[int, InstanceView] = {}
     for task in job.tasks:
         if task.kill_requested and task.state in TERMINAL:
-            continue  # removed (or stopped for good): not an instance any more
+            if task.instance >= job.spec.instance_count:
+                continue  # removed by an update: not an instance any more
+            views[task.instance] = InstanceView(task.config_version, Health.STOPPED)
+            continue  # stopped by a user: it takes a new version without running
         views[task.instance] = InstanceView(task.config_version, _health(job, task),
                                             None, task.version_failures)
     return views
@@ -253,6 +256,23 @@ def _drive(book: JobBook, job: JobRecord, rec: UpdateRecord, batch: Batch) -> No
         elif task.config_version != version and cur.run == task.run and not (
                 cur.state in ENDING or cur.state in TERMINAL or task.kill_requested):
             _replace(book, job, task, version, why, batch)
+        elif (task.config_version != version and task.kill_requested
+              and cur.state in TERMINAL and cur.run == task.run):
+            _restamp(job, task, version, why, batch)
+
+
+def _restamp(job: JobRecord, task: TaskRecord, version: int, why: str, batch: Batch) -> None:
+    """A stopped instance takes `version` without running: its ended run is said again at
+    that version (a KILLED -> KILLED change), so its next run, when started, runs it."""
+    if any(c["instance"] == task.instance and c.get("config_version") == version
+           for c in batch.changes.get(job.job_id, ())):
+        return
+    cur = batch.pending(job.job_id, task)
+    ch = change(task.instance, cur.run, cur.state, cur.state,
+                why + f"stopped instance {task.instance} takes version {version} (it runs "
+                "it when started)", cur.host, task.exit_code, cur.failures)
+    ch["config_version"] = version
+    batch.add(job.job_id, ch)
 
 
 def _added(batch: Batch, job_id: str, instance: int) -> bool:

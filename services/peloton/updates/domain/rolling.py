@@ -6,7 +6,8 @@ Inputs (plain values, no clock):
   instances it has touched, and which of them are done or failed).
 - ``instances``: the job's instances now, ``{instance: InstanceView}``: the config version
   of the instance's latest run, that run's health (HEALTHY = running and passing its
-  checks, or running when it has no check), the version the job manager drives it to
+  checks, or running when it has no check; STOPPED = stopped by a user, it runs nothing),
+  the version the job manager drives it to
   (`goal_version`) and how many runs in a row failed at that goal.
 
 `plan(update, instances) -> Plan` returns the next actions, the new update record and a
@@ -23,9 +24,11 @@ reason a person can read. Contract:
   count are down or in flight. Updating an instance that is already down, resetting the
   goal of one that already runs the target, adds and removes cost no availability.
 - Done: REMOVE when the instance is gone; ADD/UPDATE when its latest run is at the target
-  version and HEALTHY. Failed: its goal is the target and ``failures >=
-  max_instance_retries`` (0 = retried for ever). Done and failed are final for a
-  direction.
+  version and HEALTHY, or STOPPED at the target version (a stopped instance takes the new
+  config without running; it runs it when started). A stopped instance is not down: the
+  update did not take it down, so it costs no availability. Failed: its goal is the
+  target and ``failures >= max_instance_retries`` (0 = retried for ever). Done and failed
+  are final for a direction.
 - Failure: when failed instances reach ``max_tolerable_instance_failures`` (0 = never),
   or when all work is settled with some failed, the update rolls back if
   ``rollback_on_failure`` and it is rolling forward (progress restarts for the way back),
@@ -73,10 +76,12 @@ class Health(StrEnum):
     HEALTHY = "HEALTHY"
     UNHEALTHY = "UNHEALTHY"      # running, failing its health check
     NOT_RUNNING = "NOT_RUNNING"  # pending, starting, restarting, failed, killed
+    STOPPED = "STOPPED"          # stopped by a user (job stop): updated without running
 
 
 #: Unavailable first (Peloton: unavailable, killed, then available).
-_RANK = {Health.NOT_RUNNING: 0, Health.UNHEALTHY: 1, Health.HEALTHY: 2}
+_RANK = {Health.STOPPED: 0, Health.NOT_RUNNING: 0, Health.UNHEALTHY: 1, Health.HEALTHY: 2}
+_SERVES = frozenset({Health.HEALTHY, Health.STOPPED})  # done at the target; not down
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +334,8 @@ def _fill(update: Update, instances: Mapping[int, InstanceView],
             break
         view = instances.get(action.instance)
         costly = (action.kind is ActionKind.UPDATE and view is not None
-                  and action.instance not in down and view.version != version)
+                  and action.instance not in down and view.version != version
+                  and view.health is not Health.STOPPED)
         if costly and cap is not None and len(down) >= cap:
             held.append(action.instance)
             continue
@@ -378,7 +384,7 @@ def _settle(update: Update, instances: Mapping[int, InstanceView]) -> Progress:
         if progress.touched[i] is ActionKind.REMOVE:
             if view is None:
                 done.add(i)
-        elif view is not None and view.version == version and view.health is Health.HEALTHY:
+        elif view is not None and view.version == version and view.health in _SERVES:
             done.add(i)
         elif view is not None and view.goal == version and retries and view.failures >= retries:
             failed.add(i)
@@ -408,9 +414,10 @@ def _down(update: Update, instances: Mapping[int, InstanceView]) -> set[int]:
     updates); instances being added were never up and do not count."""
     count, _ = update.target
     touched = update.progress.touched
-    down = {i for i, v in instances.items() if i < count and v.health is not Health.HEALTHY
+    down = {i for i, v in instances.items() if i < count and v.health not in _SERVES
             and touched.get(i) is not ActionKind.ADD}
-    down |= {i for i in update.progress.in_flight if touched[i] is ActionKind.UPDATE}
+    down |= {i for i in update.progress.in_flight if touched[i] is ActionKind.UPDATE
+             and not (i in instances and instances[i].health is Health.STOPPED)}
     return down
 
 
