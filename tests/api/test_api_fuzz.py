@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+import pytest
 import schemathesis
 from api_tokens import ADMIN, headers
 from fastapi import FastAPI
@@ -74,7 +75,11 @@ def _fuzz(op: Any, mode: GenerationMode) -> list[str]:
     return failures
 
 
-def test_no_operation_fails_schemathesis_checks(app: FastAPI, loaded: Store) -> None:
+def test_no_operation_fails_schemathesis_checks(app: FastAPI, loaded: Store,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # the watch routes' event streams end after this (a client would reconnect)
+    monkeypatch.setenv("PELOTON_WATCH_MAX_SECONDS", "0.05")
+    monkeypatch.setenv("PELOTON_WATCH_POLL_SECONDS", "0.02")
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     started = time.monotonic()
     failures: list[str] = []

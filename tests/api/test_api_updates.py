@@ -250,7 +250,7 @@ async def test_restart_needs_the_whole_config(client: httpx.AsyncClient, loaded:
         "default_task": spec["config"]["default_task"], "instance_tasks": {},
         "max_unavailable": None}, SourcePos("job-events", 1, 10**6))
     for row in old:
-        if row.values["facet"] == "spec":
+        if row.values.get("facet") == "spec":
             row.values["config_json"] = '{"default_task": {}}'
     loaded.insert(old)
     r = await client.post("/v1/jobs/job-old/restart")

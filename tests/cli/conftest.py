@@ -56,6 +56,8 @@ class ClusterPublisher(MemoryPublisher):
 def agent_logs(request: httpx.Request) -> httpx.Response:
     if request.url.path == "/logs/job-ok-0-1/stdout":
         return httpx.Response(200, text="hello from 0\n")
+    if request.url.path == "/logs/job-ok-1-1/stdout":
+        return httpx.Response(200, text="".join(f"line {i}\n" for i in range(1, 6)))
     return httpx.Response(404)
 
 

@@ -88,7 +88,7 @@ def test_create_prints_the_api_json(cli: typer.Typer, api: str, tmp_path: Path,
                                     served: tuple[str, MemoryPublisher]) -> None:
     code, out, _ = run(cli, "job", "create", job_file(tmp_path), "--job-id", "cli-1",
                        "-o", "json", "--api", api)
-    assert code == 0 and json.loads(out) == {"job_id": "cli-1"}
+    assert code == 0 and json.loads(out) == {"job_id": "cli-1", "warnings": []}
     assert served[1].events[-1].key == "cli-1"
     code, out, _ = run(cli, "job", "create", job_file(tmp_path), "--api", api)
     assert code == 0 and "submitted" in out

@@ -127,8 +127,9 @@ def test_the_wheel_carries_schemas_sql_and_examples(wheel: Path) -> None:
     assert schemas() and examples()
     missing = [s for s in schemas() if f"peloton/_data/schemas/{s}" not in names]
     missing += [e for e in examples() if f"peloton/_data/examples/{e}" not in names]
-    missing += [f for f in ("peloton/readmodel/schema.sql", "peloton/py.typed")
-                if f not in names]
+    missing += [f for f in ("peloton/readmodel/schema.sql", "peloton/py.typed",
+                            "peloton/api/ui/templates/shell.html",  # the web UI's
+                            "peloton/api/ui/static/ui.js") if f not in names]
     assert not missing, f"not in {wheel.name}: {missing}"
     assert not any(n.startswith(("tests/", "schemas/", "examples/")) for n in names)
 

@@ -1,7 +1,8 @@
 """The HTTP API: submit and kill jobs (published to the bus), read everything else from
 the read model. OpenAPI at /openapi.json, interactive docs at /docs. Resource pools
 (reads, and create/update/delete requests) are in peloton.api.pools, host maintenance in
-peloton.api.hosts, rolling updates (and restart, stop) in peloton.api.updates.
+peloton.api.hosts, rolling updates (and restart, stop) in peloton.api.updates; the web
+UI under /ui in peloton.api.ui.
 
 Contract:
 - Writes are facts published through a `Publisher`; a 202 means the broker acknowledged
@@ -44,7 +45,8 @@ from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from peloton.api import auth, openapi
+from peloton.api import auth, listing, openapi, ui
+from peloton.api.admissibility import submission_warnings
 from peloton.api.bodylimit import BodyLimitMiddleware, max_body_bytes
 from peloton.api.errors import (
     ApiError,
@@ -58,20 +60,25 @@ from peloton.api.errors import (
     UnsupportedMediaType,
     error_body,
 )
+from peloton.api.events import events_router
 from peloton.api.health import health_router
+from peloton.api.history import AT_DESCRIPTION, history_router, job_at, resolve_at
 from peloton.api.hosts import hosts_router
-from peloton.api.openapi import any_case, document_content
+from peloton.api.openapi import document_content
 from peloton.api.params import ID_PATTERN, JobId
 from peloton.api.pools import Pool, PoolList, pools_router
 from peloton.api.publisher import Publisher
 from peloton.api.strictquery import reject_unknown_query
 from peloton.api.updates import updates_router
+from peloton.api.whypending import JobPending, PendingReason, annotate_tasks, job_pending
 from peloton.bus.codec import EncodeError
 from peloton.jobmgr.domain.states import JobState
 from peloton.jobmgr.domain.validation import check_job_document
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.jobfile import JobFileError, job_document_to_submitted, parse_job_file
+from peloton.model.taskstate import TaskState
+from peloton.readmodel.listing import jobs_page, tasks_page
 from peloton.readmodel.store import Store
 
 __all__ = ["create_app", "JOB_CONTENT_TYPES", "problem_details", "Pool", "PoolList"]
@@ -83,13 +90,24 @@ JOB_CONTENT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "tex
                      "text/plain", "application/json")
 JOB_ID = re.compile(ID_PATTERN)
 JOB_STATES = ("SUBMITTED", "REJECTED", *(s.value for s in JobState))
+TASK_STATES = tuple(s.value for s in TaskState)
+_STATE_DOC = "any of (repeat it, or separate with commas; any case): "
 POOL_IN_FLIGHT_MS = 60_000
 _FIELD = re.compile(r"^(?P<field>[A-Za-z0-9_.\[\]]+): (?P<message>.*)$", re.S)
 
 
 # ---- response models (the OpenAPI schema) --------------------------------------------
+class SubmitWarning(BaseModel):
+    code: str = Field(description="NON_PREEMPTIBLE_BEYOND_RESERVATION or NO_HOST_FITS")
+    message: str
+
+
 class JobAccepted(BaseModel):
     job_id: str
+    warnings: list[SubmitWarning] = Field(
+        default_factory=list, description="why the job can never be admitted or placed "
+        "as the cluster is configured now (it is accepted all the same; see "
+        "peloton.api.admissibility)")
 
 
 class KillRequest(BaseModel):
@@ -128,10 +146,14 @@ class Job(BaseModel):
     kill_request: KillRequestInfo | None
     config: dict[str, Any]
     task_counts: dict[str, int]
+    pending: JobPending | None = Field(None, description="why its tasks wait, with its "
+                                       "place in its pool's queue (GET /v1/jobs/{id} only)")
 
 
 class JobList(BaseModel):
     jobs: list[Job]
+    next_cursor: str | None = Field(None, description="pass as `cursor` for the next "
+                                    "page; null: this is the last page")
 
 
 class TaskTransition(BaseModel):
@@ -161,11 +183,15 @@ class Task(BaseModel):
                                "passing check yet), HEALTHY or UNHEALTHY; null: no check")
     sandbox: str | None
     history: list[TaskTransition]
+    pending: PendingReason | None = Field(None, description="why it waits (null: it does "
+                                          "not wait)")
 
 
 class TaskList(BaseModel):
     job_id: str
     tasks: list[Task]
+    next_cursor: str | None = Field(None, description="pass as `cursor` for the next "
+                                    "page; null: this is the last page")
 
 
 class HostRun(BaseModel):
@@ -269,7 +295,7 @@ def create_app(
                               "dead letters from the read model.")
     _install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes())
-    auth.install(app, authenticator or auth.AnyOf())
+    auth.install(app, authenticator or auth.AnyOf(), extra_open=ui.OPEN_PAGES)
     openapi.install(app)  # last: it fixes the document the others made
     auth.document(app)  # but for this: the open paths (/healthz, ...) need no token
 
@@ -351,25 +377,51 @@ def create_app(
         await known_pool(str(body["respool"]))
         if job_id is not None and await db(store.get_job, jid) is not None:
             raise Conflict(f"job {jid} already exists")
+        warnings = await db(submission_warnings, store, body)
         await publish(Event("JobSubmitted", jid, body))
-        return JobAccepted(job_id=jid)
+        return JobAccepted(job_id=jid, warnings=[SubmitWarning(**w) for w in warnings])
 
-    @app.get("/v1/jobs", response_model=JobList, tags=["jobs"], responses=_ERRORS)
+    @app.get("/v1/jobs", response_model=JobList, tags=["jobs"], responses=_ERRORS,
+             openapi_extra={"parameters": [listing.state_param(
+                 JOB_STATES, _STATE_DOC + ", ".join(JOB_STATES))]})
     async def list_jobs(
-        state: str | None = Query(None, description=f"one of {', '.join(JOB_STATES)} "
-                                  "(any case)", pattern=any_case(JOB_STATES)),
+        request: Request,
+        owner: str | None = Query(None, max_length=256),
+        pool: str | None = Query(None, max_length=1024, description="the job's resource "
+                                 "pool path, e.g. /prod/batch"),
+        subpools: bool = Query(False, description="with pool: its sub-pools' jobs too"),
+        label_selector: str | None = Query(
+            None, max_length=listing.MAX_SELECTOR, description="Kubernetes style, e.g. "
+            "`team=ml,tier!=test,env in (prod,stage),gpu,!canary`"),
+        submitted_from: int | None = Query(None, ge=0, le=2**62,
+                                           description="epoch ms, inclusive"),
+        submitted_to: int | None = Query(None, ge=0, le=2**62,
+                                         description="epoch ms, exclusive"),
+        cursor: str | None = Query(None, max_length=listing.MAX_CURSOR,
+                                   description="a previous answer's next_cursor"),
         limit: int = Query(100, ge=1, le=10_000),
     ) -> dict[str, Any]:
-        """Jobs, newest first."""
-        if state is not None and state.upper() not in JOB_STATES:
-            raise BadRequest("invalid request", [{"field": "state", "message":
-                                                  f"must be one of {', '.join(JOB_STATES)}"}])
-        return {"jobs": await db(store.list_jobs, limit, state.upper() if state else None)}
+        """Jobs, newest submitted first, filtered (all filters must hold) and paginated by
+        cursor: pages stay stable while new jobs arrive (they sort before the first)."""
+        flt = listing.job_filter(
+            states=request.query_params.getlist("state"), allowed=JOB_STATES, owner=owner,
+            pool=pool, subpools=subpools,
+            label_selector=label_selector, submitted_from=submitted_from,
+            submitted_to=submitted_to)
+        jobs, last = await db(jobs_page, store, flt, listing.job_cursor(cursor), limit)
+        return {"jobs": jobs,
+                "next_cursor": listing.encode_cursor(last) if last is not None else None}
 
     @app.get("/v1/jobs/{job_id}", response_model=Job, tags=["jobs"], responses=_ERRORS)
-    async def get_job(job_id: JobId) -> dict[str, Any]:
-        """A job: state, task counts, configuration summary, rejection reasons."""
-        return await known_job(job_id)
+    async def get_job(job_id: JobId, at: str | None = Query(
+            None, max_length=64, description=AT_DESCRIPTION)) -> dict[str, Any]:
+        """A job: state, task counts, configuration summary, rejection reasons, and why
+        its tasks wait (`pending`, see peloton.api.whypending); with `at`, the job as of
+        that past instant, from its history (peloton.api.history)."""
+        when = resolve_at(at, clock())
+        if when is not None:  # as of a past instant (peloton.api.history)
+            return await job_at(store, db, job_id, when)
+        return await db(job_pending, store, await known_job(job_id))
 
     owns_job = Depends(auth.job_owner(lambda jid: db(store.get_job, jid)))
 
@@ -393,11 +445,30 @@ def create_app(
 
     # ---- tasks --------------------------------------------------------------------------
     @app.get("/v1/jobs/{job_id}/tasks", response_model=TaskList, tags=["tasks"],
-             responses=_ERRORS)
-    async def list_tasks(job_id: JobId) -> dict[str, Any]:
-        """Every task of a job with its state, reason, exit code and state history."""
-        await known_job(job_id)
-        return {"job_id": job_id, "tasks": await db(store.tasks_of_job, job_id)}
+             responses=_ERRORS, openapi_extra={"parameters": [listing.state_param(
+                 TASK_STATES, _STATE_DOC + ", ".join(TASK_STATES))]})
+    async def list_tasks(
+        request: Request,
+        job_id: JobId,
+        instances: str | None = Query(None, max_length=1024, pattern=r"^[0-9 ,-]*$",
+                                      description="instance ranges, e.g. 0-3,7"),
+        host: str | None = Query(None, max_length=253, description="tasks whose current "
+                                 "run is on this host"),
+        cursor: str | None = Query(None, max_length=listing.MAX_CURSOR,
+                                   description="a previous answer's next_cursor"),
+        limit: int = Query(10_000, ge=1, le=10_000),
+    ) -> dict[str, Any]:
+        """A job's tasks in instance order with their state, reason, exit code and state
+        history, filtered (all filters must hold) and paginated by cursor."""
+        flt = listing.task_filter(states=request.query_params.getlist("state"),
+                                  allowed=TASK_STATES, instances=instances,
+                                  host=host)
+        after = listing.task_cursor(cursor)
+        job = await known_job(job_id)
+        tasks, last = await db(tasks_page, store, job_id, flt, after, limit)
+        tasks = await db(annotate_tasks, store, job, tasks)
+        return {"job_id": job_id, "tasks": tasks,
+                "next_cursor": listing.encode_cursor([last]) if last is not None else None}
 
     async def known_task(job_id: str, instance: int) -> dict[str, Any]:
         task = await db(store.task, job_id, instance)
@@ -409,7 +480,8 @@ def create_app(
     @app.get("/v1/jobs/{job_id}/tasks/{instance}", response_model=Task, tags=["tasks"],
              responses=_ERRORS)
     async def get_task(job_id: JobId, instance: int = Path(ge=0)) -> dict[str, Any]:
-        return await known_task(job_id, instance)
+        task = await known_task(job_id, instance)
+        return (await db(annotate_tasks, store, await known_job(job_id), [task]))[0]
 
     @app.get("/v1/jobs/{job_id}/tasks/{instance}/logs", tags=["tasks"],
              response_class=StreamingResponse,
@@ -438,9 +510,12 @@ def create_app(
     async def list_hosts() -> dict[str, Any]:
         return {"hosts": await db(store.hosts)}
 
+    app.include_router(history_router(store, db, clock))  # before pools: .../history
     app.include_router(pools_router(store, publish, db, clock))
     app.include_router(hosts_router(store, publish, db, clock))
     app.include_router(updates_router(store, publish, db, clock))
+    app.include_router(ui.ui_router(store, db, clock))  # the web UI (peloton.api.ui)
+    app.include_router(events_router(store))
 
     @app.get("/v1/dead-letters", response_model=DeadLetterList, tags=["cluster"])
     async def list_dead_letters(limit: int = Query(100, ge=1, le=10_000)) -> dict[str, Any]:

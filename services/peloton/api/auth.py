@@ -3,11 +3,13 @@
 Authentication (`install(app, authenticator)`): an ASGI middleware in front of routing
 answers 401 to every request that does not carry `Authorization: Bearer <token>` with a
 token the authenticator knows, except the open paths (`OPEN_PATHS`: /healthz, /readyz,
-/metrics, and the app's /openapi.json and /docs). Because it sits before routing, a route
-added later is protected too (deny by default). 401s carry `WWW-Authenticate: Bearer`
-(with `error="invalid_token"` for a token that is not known). The OpenAPI declares the
-scheme `bearerAuth` on every protected operation, with its 401 (and 403 on writes):
-`BEARER` as an app dependency, then `document(app)` after any other OpenAPI wrapper.
+/metrics, and the app's /openapi.json and /docs; plus the exact paths given to
+`install` as `extra_open`: the web UI's data-free page shells). Because it sits before
+routing, a route added later is protected too (deny by default). 401s carry
+`WWW-Authenticate: Bearer` (with `error="invalid_token"` for a token that is not known).
+The OpenAPI declares the scheme `bearerAuth` on every protected operation, with its 401
+(and 403 on writes): `BEARER` as an app dependency, then `document(app)` after any other
+OpenAPI wrapper.
 
 Authorization (FastAPI dependencies, over the `Principal` the middleware found):
 - any valid token reads;
@@ -182,10 +184,13 @@ def _open_paths(app: FastAPI) -> frozenset[str]:
     return frozenset(OPEN_PATHS | {p for p in docs if p})
 
 
-def install(app: FastAPI, authenticator: Authenticator) -> None:
-    """Require bearer tokens on `app` (see the module docstring)."""
+def install(app: FastAPI, authenticator: Authenticator,
+            extra_open: frozenset[str] = frozenset()) -> None:
+    """Require bearer tokens on `app` (see the module docstring); `extra_open`: exact
+    paths that carry no data and need no token either (the web UI's page shells,
+    peloton.api.ui.OPEN_PAGES)."""
     app.add_middleware(BearerAuthMiddleware, authenticator=authenticator,
-                       open_paths=_open_paths(app))
+                       open_paths=_open_paths(app) | extra_open)
 
 
 def document(app: FastAPI) -> None:

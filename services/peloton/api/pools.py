@@ -4,7 +4,8 @@ Routes (see `pools_router`):
 - GET /v1/pools: the pools of the newest entitlement cycle, each with its config (share,
   type, slack and controller limits) where the resource manager recorded one; pools
   created after that cycle are listed too, with zero entitlement (cycle 0).
-- GET /v1/pools/{path}: one pool; 404 when neither a cycle nor a config knows it.
+- GET /v1/pools/{path}: one pool; 404 when neither a cycle nor a config knows it. With
+  `?at=`, as of a past instant (peloton.api.history, with GET .../history).
 - POST /v1/pools/{path}: create; the body is a Peloton ResourcePoolConfig (YAML or JSON).
   POST /v1/pools: the same, with the pool named by the body's `name` and `parent`
   (default "/"), as in Peloton.
@@ -33,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from peloton.api.auth import require_admin
 from peloton.api.errors import BadRequest, ErrorBody, NotFound, UnsupportedMediaType
+from peloton.api.history import AT_DESCRIPTION, pool_at, resolve_at
 from peloton.api.openapi import document_content
 from peloton.api.params import RequestId
 from peloton.model.event import Event
@@ -240,9 +242,14 @@ def pools_router(store: Store, publish: Publish, db: Db,
         return await requested("ResourcePoolCreateRequested", path, "CREATE", config=config)
 
     @router.get("/v1/pools/{path:path}", response_model=Pool, responses=_ERRORS)
-    async def get_pool(path: str) -> dict[str, Any]:
-        """One pool: config, entitlement, allocation and demand."""
+    async def get_pool(path: str, at: str | None = Query(
+            None, max_length=64, description=AT_DESCRIPTION)) -> dict[str, Any]:
+        """One pool: config, entitlement, allocation and demand; with `at`, its
+        entitlement cycle as of that past instant (peloton.api.history; no config)."""
         wanted = _path(path)
+        when = resolve_at(at, clock())
+        if when is not None:
+            return await pool_at(store, db, wanted, when)
         for pool in await pools():
             if pool["pool"] == wanted:
                 return pool

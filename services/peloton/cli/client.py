@@ -87,11 +87,15 @@ class PelotonClient:
         return dict(self._json("POST", "/v1/jobs", content=text.encode(), params=params,
                                headers={"content-type": content_type}))
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        return dict(self._json("GET", f"/v1/jobs/{job_id}"))
+    def get_job(self, job_id: str, at: str | None = None) -> dict[str, Any]:
+        """The job; with `at` (ms, ISO 8601 or relative like -1h), as of that instant."""
+        return dict(self._json("GET", f"/v1/jobs/{job_id}", params=_given({"at": at})))
 
-    def list_jobs(self, state: str | None = None, limit: int = 100) -> dict[str, Any]:
+    def list_jobs(self, state: str | None = None, limit: int = 100,
+                  label_selector: str | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"limit": limit}
+        if label_selector is not None:
+            params["label_selector"] = label_selector
         if state:
             params["state"] = state
         return dict(self._json("GET", "/v1/jobs", params=params))
@@ -180,6 +184,16 @@ class PelotonClient:
     # ---- resource pools -----------------------------------------------------------------
     def pool(self, path: str) -> dict[str, Any]:
         return dict(self._json("GET", _pool_url(path)))
+
+    def pool_history(self, path: str, frm: str | None = None, to: str | None = None,
+                     step: int | None = None) -> dict[str, Any]:
+        """Entitlement, allocation and demand per cycle (peloton.api.history)."""
+        return dict(self._json("GET", _pool_url(path) + "/history",
+                               params=_given({"from": frm, "to": to, "step": step})))
+
+    def cluster(self, at: str | None = None) -> dict[str, Any]:
+        """Job, task, pool and host states as of `at` (default now)."""
+        return dict(self._json("GET", "/v1/cluster", params=_given({"at": at})))
 
     def create_pool(self, path: str, text: str,
                     content_type: str = "application/yaml") -> dict[str, Any]:

@@ -76,7 +76,8 @@ def ensure_up(run_dir: Path, **layout: Any) -> Cluster:
         return existing
     if existing is not None:
         down(run_dir)
-    lay = Layout.local(run_dir.resolve(), **layout)
+    # a new user's local cluster: /default reserves it (peloton.minicluster.defaultpool)
+    lay = Layout.local(run_dir.resolve(), **{"reserve_default": True, **layout})
     try:
         cluster = up(lay, progress=lambda m: _err.print(f"[dim]… {m}[/dim]"))
     except (RuntimeError, TimeoutError) as exc:
@@ -88,8 +89,8 @@ def ensure_up(run_dir: Path, **layout: Any) -> Cluster:
 
 def _print_where(cluster: Cluster, run_dir: Path, what: str) -> None:
     api_url = cluster.layout.api_url
-    _err.print(f"[green]minicluster {what}[/green]: API {api_url} (docs {api_url}/docs), "
-               f"logs {run_dir}/logs/, stop with `task down`")
+    _err.print(f"[green]minicluster {what}[/green]: API {api_url} (docs {api_url}/docs, "
+               f"web UI {api_url}/ui), logs {run_dir}/logs/, stop with `task down`")
     token = cluster.admin_token
     if token:
         _print_token(api_url, token, run_dir)

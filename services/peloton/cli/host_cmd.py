@@ -12,12 +12,12 @@ a state that forbids it: the other hosts are still asked), 3 the API is unreacha
 from __future__ import annotations
 
 import getpass
-import json
 from typing import Annotated, Any
 
 import typer
 
 from peloton.cli.client import ApiError, ApiUnreachable, PelotonClient, default_api
+from peloton.cli.output import emit
 from peloton.cli.user_cmds import (
     EXIT_API_ERROR,
     EXIT_INVALID,
@@ -78,8 +78,8 @@ def _request(action: str, hosts: list[str], deadline: str | None, requested_by: 
                     _err(f"  {p}")
                 worst = EXIT_INVALID if exc.status == 400 else EXIT_API_ERROR
                 code = max(code, worst)
-    if output is Output.json:
-        typer.echo(json.dumps({"requests": requests, "errors": errors}, indent=2))
+    if output.machine:
+        emit({"requests": requests, "errors": errors}, output)
     else:
         for r in requests:
             until = f" (deadline {r['deadline_ms']})" if r.get("deadline_ms") else ""

@@ -1,14 +1,13 @@
-"""`peloton placement plan FILE [-o json|table]`: a placement dry run.
+"""`peloton placement plan FILE [-o table|wide|json|yaml]`: a placement dry run.
 
 Reads hosts and tasks (YAML or JSON, see `peloton.placement.planfile`), runs the same pure
 placement core the placement service runs, and prints the placements and a reason for
-every task left unplaced. Unreadable or invalid input: a message on stderr, exit code 2.
+every task left unplaced. Unreadable or invalid input: every problem on stderr (the plan
+file parser collects them all), one per line as `path: reason`, exit code 2.
 """
 
 from __future__ import annotations
 
-import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,15 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from peloton.cli.output import Output, OutputOpt, emit
 from peloton.placement.domain import PlacementInputError, place
 from peloton.placement.planfile import PlanFileError, load_plan, report
 
 __all__ = ["OutputFormat", "register", "plan", "render"]
 
 
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
+OutputFormat = Output  # the name this module used to export
 
 
 def register(app: typer.Typer) -> None:
@@ -36,9 +34,7 @@ def register(app: typer.Typer) -> None:
 
 def plan(
     file: Annotated[Path, typer.Argument(help="Plan file: hosts and jobs/tasks (YAML/JSON).")],
-    output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = OutputFormat.table,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Dry-run one placement round: which task goes where, and why others cannot."""
     err = Console(stderr=True, soft_wrap=True)
@@ -57,8 +53,8 @@ def plan(
         err.print(f"error: {file}: {exc}", markup=False)
         raise typer.Exit(2) from None
     out = report(parsed, result)
-    if output is OutputFormat.json:
-        typer.echo(json.dumps(out, indent=2))
+    if output.machine:
+        emit(out, output)
         return
     render(out, Console())
 

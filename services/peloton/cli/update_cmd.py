@@ -21,16 +21,15 @@ command), 3 the API is unreachable.
 from __future__ import annotations
 
 import getpass
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from peloton.cli.client import ApiError, PelotonClient
+from peloton.cli.output import emit
 from peloton.cli.user_cmds import (
     EXIT_API_ERROR,
     EXIT_INVALID,
@@ -40,6 +39,8 @@ from peloton.cli.user_cmds import (
     _ts,
     api_client,
 )
+from peloton.cli.watch import IntervalOpt as WatchIntervalOpt
+from peloton.cli.watch import WatchOpt, show
 from peloton.jobmgr.domain.validation import check_job_document
 from peloton.model.jobfile import JobFileError, parse_job_file
 from peloton.updates.domain.rolling import UpdateSettings, UpdateSpecError
@@ -128,7 +129,7 @@ def _wait(client: PelotonClient, update_id: str, output: Output, timeout: float 
         if u is not None:
             line = _progress(u)
             if line != last:
-                typer.echo(line, err=output is Output.json)
+                typer.echo(line, err=output.machine)
                 last = line
             if u["state"] in FINAL:
                 return u
@@ -141,17 +142,17 @@ def _wait(client: PelotonClient, update_id: str, output: Output, timeout: float 
 def _accepted(client: PelotonClient, accepted: dict[str, Any], what: str, wait: bool,
               output: Output, timeout: float | None, interval: float) -> None:
     if not wait:
-        if output is Output.json:
-            typer.echo(json.dumps(accepted, indent=2))
+        if output.machine:
+            emit(accepted, output)
         else:
             typer.echo(f"{what} of job {accepted['job_id']} requested: update "
                        f"{accepted['update_id']}")
         return
-    if output is Output.table:
+    if not output.machine:
         typer.echo(f"waiting for update {accepted['update_id']} of job {accepted['job_id']}")
     final = _wait(client, accepted["update_id"], output, timeout, interval)
-    if output is Output.json:
-        typer.echo(json.dumps(final, indent=2))
+    if output.machine:
+        emit(final, output)
     if final["state"] != "SUCCEEDED":
         raise typer.Exit(EXIT_API_ERROR)
 
@@ -228,8 +229,8 @@ def job_stop(job_id: Annotated[str, typer.Argument(help="The job to stop.")],
     ends a job for good)."""
     with api_client(api) as client:
         data = client.stop_job(job_id, requested_by or getpass.getuser(), instances)
-    if output is Output.json:
-        typer.echo(json.dumps(data, indent=2))
+    if output.machine:
+        emit(data, output)
     else:
         typer.echo(f"stop of job {job_id} requested")
 
@@ -244,21 +245,22 @@ def job_start(job_id: Annotated[str, typer.Argument(help="The job to start again
     job has ended and is submitted again)."""
     with api_client(api) as client:
         data = client.start_job(job_id, requested_by or getpass.getuser(), instances)
-    if output is Output.json:
-        typer.echo(json.dumps(data, indent=2))
+    if output.machine:
+        emit(data, output)
     else:
         typer.echo(f"start of job {job_id} requested")
 
 
 # ---- update get, list, commands ----------------------------------------------------------
 def update_get(update_id: Annotated[str, typer.Argument(help="The update's id.")],
-               output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+               output: OutputOpt = Output.table, watch: WatchOpt = False,
+               interval: WatchIntervalOpt = 2.0, api: ApiOpt = None) -> None:
     """Show an update: state, progress and why it waits."""
-    with api_client(api) as client:
-        u = client.get_update(update_id)
-    if output is Output.json:
-        typer.echo(json.dumps(u, indent=2))
-        return
+    show(lambda client: client.get_update(update_id), _update_detail, output, watch,
+         interval, api)
+
+
+def _update_detail(u: dict[str, Any], output: Output) -> list[Any]:
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column()
@@ -276,26 +278,36 @@ def update_get(update_id: Annotated[str, typer.Argument(help="The update's id.")
     rejection = u.get("last_command_rejection")
     if rejection:
         rows.append(("refused", f"{rejection['command']}: {rejection['reason']}"))
+    if output.more:
+        rows += [("done", ",".join(map(str, u.get("done") or [])) or "-"),
+                 ("failed", ",".join(map(str, u.get("failed") or [])) or "-")]
     for key, value in rows:
         table.add_row(key, value)
-    Console(soft_wrap=False).print(table)
+    return [table]
 
 
 def update_list(job_id: Annotated[str, typer.Argument(help="The job.")],
-                output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+                output: OutputOpt = Output.table, watch: WatchOpt = False,
+                interval: WatchIntervalOpt = 2.0, api: ApiOpt = None) -> None:
     """List a job's updates, newest first."""
-    with api_client(api) as client:
-        data = client.job_updates(job_id)
-    if output is Output.json:
-        typer.echo(json.dumps(data, indent=2))
-        return
-    table = Table("UPDATE ID", "STATE", "DONE", "FAILED", "VERSIONS", "CREATED", "REASON")
+    show(lambda client: client.job_updates(job_id), _update_table, output, watch, interval,
+         api)
+
+
+def _update_table(data: dict[str, Any], output: Output) -> list[Any]:
+    more = output.more
+    table = Table("UPDATE ID", "STATE", "DONE", "FAILED", "VERSIONS", "CREATED", "REASON",
+                  *(("UPDATED", "REQUESTED BY", "SETTINGS") if more else ()))
     for u in data["updates"]:
+        extra = (_ts(u.get("updated_at")), u.get("requested_by") or "-",
+                 " ".join(f"{k}={v}" for k, v in sorted((u.get("settings") or {}).items()))
+                 or "-") if more else ()
         versions = ("-" if u["from_version"] is None
                     else f"{u['from_version']} -> {u['to_version']}")
         table.add_row(u["update_id"], u["state"], f"{len(u['done'])}/{u['instances']}",
-                      str(len(u["failed"])), versions, _ts(u["created_at"]), u["reason"])
-    Console(soft_wrap=False, width=200).print(table)
+                      str(len(u["failed"])), versions, _ts(u["created_at"]), u["reason"],
+                      *extra)
+    return [table]
 
 
 def _command(command: str) -> Any:
@@ -305,8 +317,8 @@ def _command(command: str) -> Any:
         with api_client(api) as client:
             data = client.update_command(update_id, command,
                                          requested_by or getpass.getuser())
-        if output is Output.json:
-            typer.echo(json.dumps(data, indent=2))
+        if output.machine:
+            emit(data, output)
         else:
             typer.echo(f"{command} of update {update_id} (job {data['job_id']}) requested")
 

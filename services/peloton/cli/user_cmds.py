@@ -1,7 +1,9 @@
 """User commands: `peloton job|task|host|respool ...` over the HTTP API.
 
-Every command takes `-o/--output json|table` (json prints the API's JSON, for scripts) and
-`--api URL` (default: $PELOTON_API or http://127.0.0.1:5290).
+Every command takes `-o/--output table|wide|json|yaml` (json/yaml print the API's answer,
+for scripts; wide adds columns; see peloton.cli.output) and `--api URL` (default:
+$PELOTON_API or http://127.0.0.1:5290). get/list commands take `--watch/-w` and
+`--interval` (see peloton.cli.watch); `job list -l` a label selector (peloton.cli.selector).
 Exit codes: 0 ok; 1 the API answered with an error, or a waited-for job did not succeed;
 2 invalid input (job and pool files are checked locally before anything is sent); 3 the
 API is unreachable. Pool changes wait for the resource manager's answer (exit 1 when it
@@ -10,14 +12,12 @@ rejects them, with its reasons) unless --no-wait.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,9 +26,18 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column, Table
+from rich.text import Text
 from rich.tree import Tree
 
 from peloton.cli.client import ApiError, ApiUnreachable, PelotonClient, default_api
+from peloton.cli.output import Output, OutputOpt, emit
+from peloton.cli.pending_view import (
+    never_admissible,
+    pending_rows,
+    reason_cell,
+    warning_lines,
+)
+from peloton.cli.watch import IntervalOpt, WatchOpt, show
 from peloton.jobmgr.domain.validation import check_job_document
 from peloton.model.jobfile import JobFileError, parse_job_file
 
@@ -41,12 +50,6 @@ TERMINAL_JOB_STATES = {"SUCCEEDED": 0, "FAILED": 1, "KILLED": 1, "REJECTED": 1}
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class Output(StrEnum):
-    json = "json"
-    table = "table"
-
-
-OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="json (for scripts) or table")]
 ApiOpt = Annotated[str | None, typer.Option(
     "--api", help="API base URL (default: $PELOTON_API or http://127.0.0.1:5290)",
     show_default=False)]
@@ -60,10 +63,6 @@ def _out() -> Console:
 
 def _err(message: str) -> None:
     typer.echo(message, err=True)
-
-
-def _print_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2))
 
 
 @contextmanager
@@ -138,15 +137,17 @@ def job_create(
         raise typer.Exit(EXIT_INVALID)
     with _client(api) as client:
         accepted = client.submit_job(text, job_id)
+        for line in warning_lines(accepted):
+            _err(line)
         if not wait:
-            if output is Output.json:
-                _print_json(accepted)
+            if output.machine:
+                emit(accepted, output)
             else:
                 _out().print(f"job [bold]{accepted['job_id']}[/bold] submitted")
             return
         job = _wait(client, accepted["job_id"], output, timeout, interval)
-    if output is Output.json:
-        _print_json(job)
+    if output.machine:
+        emit(job, output)
     else:
         _show_job(job)
     if job["state"] == "REJECTED":
@@ -161,8 +162,8 @@ def _wait(client: PelotonClient, job_id: str, output: Output, timeout: float | N
     progress = Progress(TextColumn("[bold]{task.description:<10}"), BarColumn(bar_width=30),
                         MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
                         TimeElapsedColumn(), console=Console(stderr=True),
-                        disable=output is Output.json)
-    if output is Output.table:
+                        disable=output.machine)
+    if not output.machine:
         _err(f"waiting for job {job_id}")
     with progress:
         bar = progress.add_task("SUBMITTED", total=None, detail="succeeded")
@@ -172,6 +173,12 @@ def _wait(client: PelotonClient, job_id: str, output: Output, timeout: float | N
                 advance_bar(progress, bar, job)
                 if job["state"] in TERMINAL_JOB_STATES:
                     return job
+                if stuck := never_admissible(job):  # waiting would never end
+                    progress.stop()
+                    _err(f"error: job {job_id} can never run as configured:")
+                    for line in stuck:
+                        _err(f"  {line}")
+                    raise typer.Exit(EXIT_API_ERROR)
             if deadline is not None and time.monotonic() > deadline:
                 _err(f"error: job {job_id} did not finish within {timeout:g}s")
                 raise typer.Exit(EXIT_API_ERROR)
@@ -201,6 +208,10 @@ def advance_bar(progress: Progress, bar: Any, job: dict[str, Any]) -> None:
 
 
 def _show_job(job: dict[str, Any]) -> None:
+    _out().print(*_job_renderables(job, Output.table))
+
+
+def _job_renderables(job: dict[str, Any], output: Output) -> list[Any]:
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column()
@@ -218,37 +229,85 @@ def _show_job(job: dict[str, Any]) -> None:
     if kill:
         which = ",".join(map(str, kill["instances"])) or "all"
         table.add_row("kill requested", f"{_ts(kill['at'])} (instances: {which})")
-    _out().print(table)
+    for key, value in pending_rows(job):
+        table.add_row(key, value)
+    if output.more:
+        table.add_row("type", job.get("type") or "-")
+        table.add_row("preemptible", str(job.get("preemptible", "-")).lower())
+        table.add_row("labels", _labels(job.get("labels")))
+        table.add_row("description", job.get("description") or "-")
+    return [table]
 
 
-def job_get(job_id: str, output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
-    """Show a job: state, task counts, rejection reasons."""
-    with _client(api) as client:
-        job = client.get_job(job_id)
-    if output is Output.json:
-        _print_json(job)
-    else:
-        _show_job(job)
+def _labels(labels: dict[str, str] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) or "-"
+
+
+def job_get(job_id: str, output: OutputOpt = Output.table, watch: WatchOpt = False,
+            interval: IntervalOpt = 2.0, api: ApiOpt = None,
+            at: Annotated[str | None, typer.Option(
+                "--at", help="as of a past instant: ms since epoch, ISO 8601 or relative "
+                             "(-1h)", show_default=False)] = None) -> None:
+    """Show a job: state, task counts, rejection reasons (--at: as it was then)."""
+    show(lambda client: client.get_job(job_id, at=at), _job_renderables, output, watch,
+         interval, api)
 
 
 def job_list(
     state: Annotated[str | None, typer.Option(help="only jobs in this state")] = None,
     limit: Annotated[int, typer.Option(min=1)] = 100,
-    output: OutputOpt = Output.table, api: ApiOpt = None,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", "-l", help="label selector, e.g. 'team=a,tier in (1,2),!canary'",
+        show_default=False)] = None,
+    output: OutputOpt = Output.table, watch: WatchOpt = False, interval: IntervalOpt = 2.0,
+    api: ApiOpt = None,
 ) -> None:
     """List jobs, newest first."""
-    with _client(api) as client:
-        data = client.list_jobs(state, limit)
-    if output is Output.json:
-        _print_json(data)
-        return
+    from peloton.cli.selector import SelectorError, parse
+
+    try:
+        reqs = parse(selector) if selector is not None else None
+    except SelectorError as exc:
+        _err("error: invalid label selector")
+        for p in exc.problems:
+            _err(f"  selector: {p}")
+        raise typer.Exit(EXIT_INVALID) from None
+
+    def fetch(client: PelotonClient) -> dict[str, Any]:
+        if reqs:  # the API filters (so --limit counts matching jobs); an older API that
+            try:  # does not know label_selector answers 400: filter here instead
+                return select_jobs(client.list_jobs(state, limit, selector), reqs)
+            except ApiError as exc:
+                if exc.status != 400:
+                    raise
+        return select_jobs(client.list_jobs(state, limit), reqs)
+
+    show(fetch, _job_table, output, watch, interval, api)
+
+
+def select_jobs(data: dict[str, Any], reqs: list[Any] | None) -> dict[str, Any]:
+    """The job list answer with only the jobs whose labels match `reqs` (the API has
+    applied it too, unless it is one without `label_selector`)."""
+    from peloton.cli.selector import matches
+
+    if reqs is None:
+        return data
+    return {**data, "jobs": [j for j in data["jobs"] if matches(reqs, j.get("labels") or {})]}
+
+
+def _job_table(data: dict[str, Any], output: Output) -> list[Any]:
+    more = output.more
     table = Table(Column("JOB ID", overflow="fold"), "NAME", "OWNER", "STATE", "RESPOOL",
-                  "INSTANCES", "TASKS", "SUBMITTED")
+                  "INSTANCES", "TASKS", "SUBMITTED",
+                  *(("TYPE", "PRIORITY", "PREEMPTIBLE", "LABELS", "UPDATED") if more else ()))
     for j in data["jobs"]:
+        extra = (j.get("type") or "-", str(j.get("priority", "-")),
+                 str(j.get("preemptible", "-")).lower(), _labels(j.get("labels")),
+                 _ts(j.get("updated_at"))) if more else ()
         table.add_row(j["job_id"], j["name"], j["owner"], j["state"], j["respool"],
                       str(j["instance_count"]), _counts(j["task_counts"]),
-                      _ts(j["submitted_at"]))
-    _out().print(table)
+                      _ts(j["submitted_at"]), *extra)
+    return [table]
 
 
 def _instances(value: str | None) -> list[int]:
@@ -271,8 +330,8 @@ def job_kill(
     which = _instances(instances)
     with _client(api) as client:
         data = client.kill_job(job_id, which, reason)
-    if output is Output.json:
-        _print_json(data)
+    if output.machine:
+        emit(data, output)
     else:
         target = ",".join(map(str, data["instances"])) or "all instances"
         _out().print(f"kill of job [bold]{job_id}[/bold] ({target}) requested")
@@ -282,59 +341,52 @@ def job_kill(
 def task_list(
     job_id: str,
     history: Annotated[bool, typer.Option("--history", help="show state transitions")] = False,
-    output: OutputOpt = Output.table, api: ApiOpt = None,
+    output: OutputOpt = Output.table, watch: WatchOpt = False, interval: IntervalOpt = 2.0,
+    api: ApiOpt = None,
 ) -> None:
     """List a job's tasks with state, host, exit code and reason."""
-    with _client(api) as client:
-        data = client.tasks(job_id)
-    if output is Output.json:
-        _print_json(data)
-        return
-    table = Table("INSTANCE", "RUN", "STATE", "HOST", "EXIT", "FAILURES", "REASON")
+    show(lambda client: client.tasks(job_id),
+         lambda data, out: _task_table(data, out, history), output, watch, interval, api)
+
+
+def _task_table(data: dict[str, Any], output: Output, history: bool) -> list[Any]:
+    more = output.more
+    table = Table("INSTANCE", "RUN", "STATE", "HOST", "EXIT", "FAILURES", "REASON",
+                  *(("CONFIG", "HEALTH", "UPDATED", "SANDBOX") if more else ()))
     for t in data["tasks"]:
+        extra = (str(t.get("config_version", "-")), t.get("health") or "-",
+                 _ts(t.get("updated_at")), t.get("sandbox") or "-") if more else ()
         table.add_row(str(t["instance"]), str(t["run"]), t["state"], t["host"] or "-",
                       "-" if t["exit_code"] is None else str(t["exit_code"]),
-                      str(t["failures"]), t["reason"])
+                      str(t["failures"]), reason_cell(t), *extra)
         if history:
             for h in t["history"]:
                 table.add_row("", str(h["run"]), f"  {h['previous_state']} -> {h['state']}",
                               h["host"] or "", "", "", f"{_ts(h['at'])} {h['reason']}",
-                              style="dim")
-    _out().print(table)
-
-
-def task_logs(
-    job_id: str, instance: int,
-    stream: Annotated[str, typer.Option(help="stdout or stderr")] = "stdout",
-    run: Annotated[int | None, typer.Option(help="default: the current run")] = None,
-    output: OutputOpt = Output.table, api: ApiOpt = None,
-) -> None:
-    """Print a task run's stdout or stderr (fetched from its host's agent)."""
-    if stream not in ("stdout", "stderr"):
-        raise typer.BadParameter("stdout or stderr", param_hint="--stream")
-    with _client(api) as client:
-        text = client.logs(job_id, instance, stream, run)
-    if output is Output.json:
-        _print_json({"job_id": job_id, "instance": instance, "run": run, "stream": stream,
-                     "log": text})
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+                              *(("",) * len(extra)), style="dim")
+    return [table]
 
 
 # ---- host, respool ----------------------------------------------------------------------
-def host_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+def host_list(output: OutputOpt = Output.table, watch: WatchOpt = False,
+              interval: IntervalOpt = 2.0, api: ApiOpt = None) -> None:
     """List hosts with maintenance state (UP, DRAINING, DRAINED, DOWN), the agent's
     state (REGISTERED, UP, LOST), tasks on the host, free/total resources and last
     heartbeat."""
-    with _client(api) as client:
-        data = client.hosts()
-    if output is Output.json:
-        _print_json(data)
-        return
+    show(lambda client: client.hosts(), _host_table, output, watch, interval, api)
+
+
+def _host_table(data: dict[str, Any], output: Output) -> list[Any]:
+    more = output.more
     table = Table("HOST", "STATE", "AGENT", "TASKS", "FREE", "CAPACITY", "LABELS",
-                  "HEARTBEAT", "LOG URL")
+                  "HEARTBEAT", "LOG URL",
+                  *(("INCARNATION", "PORTS", "REGISTERED", "LOST") if more else ()))
     for h in data["hosts"]:
+        ports = h.get("port_range")
+        extra = (h.get("incarnation") or "-", "-" if not ports else "-".join(map(str, ports)),
+                 _ts(h.get("registered_at")),
+                 f"{_ts(h['lost_at'])} {h.get('lost_reason') or ''}".strip()
+                 if h.get("lost_at") else "-") if more else ()
         labels = ",".join(f"{k}={v}" for k, v in sorted(h["labels"].items())) or "-"
         state = h.get("maintenance_state") or "UP"
         if h.get("maintenance_deadline") and state != "UP":
@@ -342,44 +394,49 @@ def host_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
         table.add_row(h["host"], state, h["state"], str(h.get("task_count", 0)),
                       _res(h["free"], "cpu", "memory", "gpu"),
                       _res(h["capacity"], "cpu", "memory", "gpu"), labels,
-                      _ts(h["last_heartbeat"]), h["log_url"] or "-")
-    _out().print(table)
+                      _ts(h["last_heartbeat"]), h["log_url"] or "-", *extra)
+    return [table]
 
 
-def host_get(host: str, output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+def host_get(host: str, output: OutputOpt = Output.table, watch: WatchOpt = False,
+             interval: IntervalOpt = 2.0, api: ApiOpt = None) -> None:
     """One host: its maintenance state, the runs it still has, and its events, newest
     first (state changes, refused requests, and what each drain step moved and why the
     rest still waits)."""
-    with _client(api) as client:
-        h = client.host(host)
-    if output is Output.json:
-        _print_json(h)
-        return
+    show(lambda client: client.host(host), _host_detail, output, watch, interval, api)
+
+
+def _host_detail(h: dict[str, Any], output: Output) -> list[Any]:
     state = h.get("maintenance_state") or "UP"
-    _out().print(f"{h['host']}: {state} (agent {h['state']}), {h.get('task_count', 0)} "
-                 f"task(s): " + (", ".join(str(r) for r in h.get("runs") or []) or "none"))
+    head = Text(f"{h['host']}: {state} (agent {h['state']}), {h.get('task_count', 0)} "
+                f"task(s): " + (", ".join(str(r) for r in h.get("runs") or []) or "none"))
+    out: list[Any] = [head]
+    if output.more:
+        out.append(Text(f"capacity {_kinds(h.get('capacity'))}; free {_kinds(h.get('free'))}"
+                        f"; labels {_labels(h.get('labels'))}; log url "
+                        f"{h.get('log_url') or '-'}"))
     table = Table("AT", "KIND", "STATE", "REASON")
     for e in h.get("events") or []:
         table.add_row(_ts(e["at"]), e["kind"], e.get("state") or "-", e.get("reason") or "")
-    _out().print(table)
+    return [*out, table]
 
 
 def _kinds(values: dict[str, float] | None) -> str:
     return _res(values, "cpu", "memory", "disk", "gpu")
 
 
-def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
+def respool_list(output: OutputOpt = Output.table, watch: WatchOpt = False,
+                 interval: IntervalOpt = 2.0, api: ApiOpt = None) -> None:
     """Show the resource pool tree: reservation, limit, share, entitlement, allocation and
-    demand (cpu and memory; `respool get` shows every kind)."""
-    with _client(api) as client:
-        data = client.pools()
-    if output is Output.json:
-        _print_json(data)
-        return
+    demand (cpu and memory; `respool get` shows every kind; `-o wide` every kind too)."""
+    show(lambda client: client.pools(), _pool_tree, output, watch, interval, api)
+
+
+def _pool_tree(data: dict[str, Any], output: Output) -> list[Any]:
+    kinds = ("cpu", "memory", "disk", "gpu") if output.more else ("cpu", "memory")
     pools = {p["pool"]: p for p in data["pools"]}
     if not pools:
-        _out().print("no resource pools yet (no entitlement cycle seen)")
-        return
+        return [Text("no resource pools yet (no entitlement cycle seen)")]
     children: dict[str | None, list[str]] = {}
     for name, p in sorted(pools.items()):
         parent = p["parent"] if p["parent"] in pools else None
@@ -389,31 +446,31 @@ def respool_list(output: OutputOpt = Output.table, api: ApiOpt = None) -> None:
 
     def grow(node: Tree, name: str) -> None:
         p = pools[name]
-        share = f" · share {_res(p['share'], 'cpu', 'memory')}" if p.get("share") else ""
-        label = (f"[bold]{name}[/bold]  reservation {_res(p['reservation'], 'cpu', 'memory')}"
-                 f" · limit {_res(p['limit'], 'cpu', 'memory')}{share}"
-                 f" · entitlement {_res(p['entitlement'], 'cpu', 'memory')}"
-                 f" · allocation {_res(p['allocation'], 'cpu', 'memory')}"
-                 f" · demand {_res(p['demand'], 'cpu', 'memory')}")
+        share = f" · share {_res(p['share'], *kinds)}" if p.get("share") else ""
+        label = (f"[bold]{name}[/bold]  reservation {_res(p['reservation'], *kinds)}"
+                 f" · limit {_res(p['limit'], *kinds)}{share}"
+                 f" · entitlement {_res(p['entitlement'], *kinds)}"
+                 f" · allocation {_res(p['allocation'], *kinds)}"
+                 f" · demand {_res(p['demand'], *kinds)}")
         branch = node.add(label)
         for child in children.get(name, []):
             grow(branch, child)
 
     for root in children.get(None, []):
         grow(tree, root)
-    _out().print(tree)
+    return [tree]
 
 
 def respool_get(
     path: Annotated[str, typer.Argument(help="pool path, e.g. /team-a/batch")],
-    output: OutputOpt = Output.table, api: ApiOpt = None,
+    output: OutputOpt = Output.table, watch: WatchOpt = False, interval: IntervalOpt = 2.0,
+    api: ApiOpt = None,
 ) -> None:
     """Show one pool: config per kind with its entitlement, allocation and demand."""
-    with _client(api) as client:
-        pool = client.pool(path)
-    if output is Output.json:
-        _print_json(pool)
-        return
+    show(lambda client: client.pool(path), _pool_detail, output, watch, interval, api)
+
+
+def _pool_detail(pool: dict[str, Any], output: Output) -> list[Any]:
     config = pool.get("config") or {}
     head = Table(show_header=False, box=None)
     head.add_column(style="bold")
@@ -427,7 +484,6 @@ def respool_get(
          else f"{config['controller_limit_percent']:g}%"),
     ):
         head.add_row(key, value)
-    _out().print(head)
     types = {r["kind"]: r["type"] for r in config.get("resources", [])}
     table = Table("KIND", "RESERVATION", "LIMIT", "SHARE", "TYPE", "ENTITLEMENT", "NON-SLACK",
                   "SLACK", "ALLOCATION", "DEMAND")
@@ -442,7 +498,7 @@ def respool_get(
                       types.get(kind, "-"),
                       *(num(f, kind) for f in ("entitlement", "nonslack_entitlement",
                                                "slack_entitlement", "allocation", "demand")))
-    _out().print(table)
+    return [head, table]
 
 
 def _read_pool_file(file: Path, path: str, allow_move: bool) -> str:
@@ -478,8 +534,8 @@ def _outcome(client: PelotonClient, accepted: dict[str, Any], wait: bool, timeou
              output: Output, done: str) -> None:
     """Follow a pool request to the resource manager's answer (unless --no-wait)."""
     if not wait:
-        if output is Output.json:
-            _print_json(accepted)
+        if output.machine:
+            emit(accepted, output)
         else:
             _out().print(f"{accepted['operation'].lower()} of pool [bold]{accepted['path']}"
                          f"[/bold] requested ({accepted['request_id']})")
@@ -499,14 +555,14 @@ def _outcome(client: PelotonClient, accepted: dict[str, Any], wait: bool, timeou
                  "(is the resource manager running?)")
             raise typer.Exit(EXIT_API_ERROR)
         time.sleep(0.2)
-    if output is Output.json:
-        _print_json(answer)
+    if output.machine:
+        emit(answer, output)
     if answer["state"] == "REJECTED":
         _err(f"error: {answer['operation'].lower()} of pool {answer['path']} rejected:")
         for reason in answer["reasons"]:
             _err(f"  {reason}")
         raise typer.Exit(EXIT_API_ERROR)
-    if output is Output.table:
+    if not output.machine:
         _out().print(f"pool [bold]{answer['path']}[/bold] {done}")
 
 
@@ -562,15 +618,22 @@ def _typer(help_text: str, commands: dict[str, Callable[..., None]]) -> typer.Ty
 def register(app: typer.Typer) -> typer.Typer:
     """Add `job`, `update`, `task`, `host` and `respool` to `app`; return the respool
     typer."""
-    from peloton.cli import host_cmd, update_cmd  # they use this module's options
+    from peloton.cli import (  # they use this module's options
+        history_cmd,
+        host_cmd,
+        logs_cmd,
+        update_cmd,
+    )
+    from peloton.cli.validate_cmd import validate
 
     job_app = _typer("Submit, inspect, update, restart, stop and kill jobs.", {
-        "create": job_create, "get": job_get, "list": job_list, "kill": job_kill})
+        "create": job_create, "get": job_get, "list": job_list, "kill": job_kill,
+        "validate": validate})
     update_app = update_cmd.register(job_app)  # job update|restart|stop
     app.add_typer(job_app, name="job")
     app.add_typer(update_app, name="update")
     app.add_typer(_typer("Inspect tasks and their logs.",
-                         {"list": task_list, "logs": task_logs}), name="task")
+                         {"list": task_list, "logs": logs_cmd.task_logs}), name="task")
 
     host_app = _typer("Inspect hosts; start, complete or cancel their maintenance.",
                       {"list": host_list, "get": host_get})
@@ -578,6 +641,7 @@ def register(app: typer.Typer) -> typer.Typer:
     app.add_typer(host_app, name="host")
     respool = _typer("Resource pools.", {
         "create": respool_create, "get": respool_get, "list": respool_list,
-        "update": respool_update, "delete": respool_delete})
+        "update": respool_update, "delete": respool_delete,
+        "history": history_cmd.respool_history})
     app.add_typer(respool, name="respool")
     return respool

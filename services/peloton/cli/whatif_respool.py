@@ -1,14 +1,13 @@
-"""`peloton respool entitlement FILE [-o json|table]`: the what-if entitlement command.
+"""`peloton respool entitlement FILE [-o table|wide|json|yaml]`: the what-if entitlement.
 
 Reads a scenario (YAML or JSON, see `peloton.resmgr.whatif`), runs the same entitlement
 core the resource manager runs, and prints every pool's entitlement as a table (default)
-or JSON. Unreadable or unparseable input: a message on stderr and exit code 2.
+or JSON/YAML. Unreadable or unparseable input: every problem on stderr (see
+`peloton.cli.whatif_check`), one per line as `field: reason`, and exit code 2.
 """
 
 from __future__ import annotations
 
-import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,15 +16,15 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from peloton.cli.output import Output, OutputOpt, emit
+from peloton.cli.whatif_check import scenario_problems
 from peloton.model.resources import KINDS
 from peloton.resmgr.whatif import PoolConfigError, entitlement_report
 
 __all__ = ["OutputFormat", "register", "render_table"]
 
 
-class OutputFormat(StrEnum):
-    table = "table"
-    json = "json"
+OutputFormat = Output  # the name this module used to export
 
 
 def register(respool_app: typer.Typer) -> None:
@@ -35,14 +34,18 @@ def register(respool_app: typer.Typer) -> None:
 
 def entitlement(
     file: Annotated[Path, typer.Argument(help="Scenario file (YAML or JSON).")],
-    output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="Output format.")
-    ] = OutputFormat.table,
+    output: OutputOpt = Output.table,
 ) -> None:
     """Compute each pool's entitlement for a what-if scenario (capacity, pools, usage)."""
     err = Console(stderr=True, soft_wrap=True)
     try:
         doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        problems = scenario_problems(doc)
+        if problems:
+            err.print(f"error: {file} is not a valid scenario:", markup=False)
+            for problem in problems:
+                err.print(f"  {problem}", markup=False)
+            raise typer.Exit(2)
         report = entitlement_report(doc)
     except OSError as exc:
         err.print(f"error: cannot read {file}: {exc.strerror or exc}", markup=False)
@@ -53,8 +56,8 @@ def entitlement(
     except PoolConfigError as exc:
         err.print(f"error: {file}: {exc}", markup=False)
         raise typer.Exit(2) from None
-    if output is OutputFormat.json:
-        typer.echo(json.dumps(report, indent=2))
+    if output.machine:
+        emit(report, output)
         return
     Console().print(render_table(report))
     for warning in report["warnings"]:

@@ -2,8 +2,10 @@
 
 `up(layout)` starts everything (detached when asked, so it outlives the shell), writes
 `<run_dir>/cluster.json` (what runs where) and waits until the API answers and every
-agent's host is registered. The API takes bearer tokens: `up` gives it one admin token
-(`Cluster.admin_token`, `Cluster.api_headers`; peloton.minicluster.admintoken).
+agent's host is registered (then, with `reserve_default`, /default reserves the
+hosts' capacity: peloton.minicluster.defaultpool). The API takes bearer tokens: `up`
+gives it one admin token (`Cluster.admin_token`, `Cluster.api_headers`;
+peloton.minicluster.admintoken).
 `down(run_dir)` stops what the state file names; `status` reports it. Tests use the same
 code with free ports in a temporary directory.
 """
@@ -62,6 +64,9 @@ class Layout:
     lease_ttl_s: float = 2.0
     detach: bool = True
     with_api: bool = True
+    # /default reserves the registered hosts' capacity once they are up, so a first
+    # non-preemptible job runs (peloton.minicluster.defaultpool; `peloton cluster up`)
+    reserve_default: bool = False
 
     @classmethod
     def local(cls, run_dir: Path, agents: int = 3, cpu: float = 4.0, free: bool = False,
@@ -273,6 +278,12 @@ def up(layout: Layout, progress: Callable[[str], None] | None = None) -> Cluster
     say("waiting for every service to join its consumer group")
     if layout.with_api:
         cluster.wait_ready(progress=say)
+        if layout.reserve_default:
+            from peloton.cli.client import PelotonClient
+            from peloton.minicluster.defaultpool import reserve_default
+
+            with PelotonClient(layout.api_url, token=cluster.admin_token) as client:
+                reserve_default(client, say=say)
     else:
         cluster.wait_consuming(cluster.service_names())
     return cluster

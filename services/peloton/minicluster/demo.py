@@ -136,7 +136,12 @@ def _submit(client: PelotonClient, state: DemoState, path: Path) -> None:
 
 def _pools(client: PelotonClient, pools_dir: Path) -> None:
     """Create /services and /batch (already there: fine) and wait for an entitlement
-    cycle that knows them (the job manager checks a job's pool against it)."""
+    cycle that knows them (the job manager checks a job's pool against it). /default
+    gives back the reservation `peloton cluster up` gave it (the two pools need room
+    among the root's reservations; peloton.minicluster.defaultpool)."""
+    from peloton.minicluster.defaultpool import release_default
+
+    release_default(client)
     for name in ("services", "batch"):
         try:
             client.create_pool(f"/{name}", (pools_dir / f"{name}.yaml").read_text())

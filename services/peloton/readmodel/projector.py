@@ -5,7 +5,7 @@ record always yields the same rows, each carrying its source position (topic, pa
 offset, index within the event), so inserting them again after an at-least-once replay
 changes nothing. Unknown event types and events the read model does not show (launch and
 kill requests, placements: their effect arrives as TaskStateChanged) yield no rows.
-History tables (task_events, host_offers, task_waits, preemptions, ...) get one row per
+History tables (task_events, job_events, host_offers, task_waits, preemptions, ...) get one row per
 fact, for Grafana's time series; latest-state tables one row per entity facet.
 
 Latest-state tables keep one row per entity *facet* (schema.sql), replaced by `version`.
@@ -64,6 +64,10 @@ COLUMNS: Mapping[str, Mapping[str, Any]] = {
         "job_id": "", "instance": 0, "facet": "", "version": 0, "at": 0, "run": 0, "state": "",
         "previous_state": "", "host": None, "reason": "", "exit_code": None, "failures": 0,
         "sandbox": "", "config_version": 1, **_SRC,
+    },
+    "job_events": {
+        "job_id": "", "at": 0, "tier": 0, "state": "", "previous_state": "",
+        "task_counts": {}, "reasons": [], **_SRC,
     },
     "task_events": {
         "job_id": "", "instance": 0, "at": 0, "run": 0, "state": "", "previous_state": "",
@@ -175,6 +179,7 @@ def _job_submitted(b: dict[str, Any], src: SourcePos) -> list[Row]:
         # lowest tier: any jobmgr fact about the job replaces "SUBMITTED"
         _row("jobs", src, 0, job_id=jid, facet="state", version=version(0, src.offset),
              at=at, state="SUBMITTED"),
+        _row("job_events", src, 0, job_id=jid, at=at, tier=0, state="SUBMITTED"),
     ]
 
 
@@ -199,6 +204,8 @@ def _job_created(b: dict[str, Any], src: SourcePos) -> list[Row]:
         _row("jobs", src, 0, job_id=jid, facet="created", version=version(src.offset), at=at),
         _row("jobs", src, 0, job_id=jid, facet="state", version=version(1, src.offset), at=at,
              state="PENDING", previous_state="SUBMITTED"),
+        _row("job_events", src, 0, job_id=jid, at=at, tier=1, state="PENDING",
+             previous_state="SUBMITTED"),
     ]
 
 
@@ -209,16 +216,18 @@ def _job_spec_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
 
 
 def _job_rejected(b: dict[str, Any], src: SourcePos) -> list[Row]:
-    return [_row("jobs", src, 0, job_id=b["job_id"], facet="state",
-                 version=version(1, src.offset), at=b["at"], state="REJECTED",
-                 previous_state="SUBMITTED", reasons=list(b["reasons"]))]
+    fact = dict(job_id=b["job_id"], at=b["at"], state="REJECTED",
+                previous_state="SUBMITTED", reasons=list(b["reasons"]))
+    return [_row("jobs", src, 0, facet="state", version=version(1, src.offset), **fact),
+            _row("job_events", src, 0, tier=1, **fact)]
 
 
 def _job_state_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
-    return [_row("jobs", src, 0, job_id=b["job_id"], facet="state",
-                 version=version(1, src.offset), at=b["at"], state=b["state"],
-                 previous_state=b["previous_state"],
-                 task_counts={k: _nonneg(v) for k, v in b["task_counts"].items()})]
+    fact = dict(job_id=b["job_id"], at=b["at"], state=b["state"],
+                previous_state=b["previous_state"],
+                task_counts={k: _nonneg(v) for k, v in b["task_counts"].items()})
+    return [_row("jobs", src, 0, facet="state", version=version(1, src.offset), **fact),
+            _row("job_events", src, 0, tier=1, **fact)]
 
 
 def _job_kill_requested(b: dict[str, Any], src: SourcePos) -> list[Row]:

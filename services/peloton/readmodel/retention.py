@@ -24,7 +24,7 @@ __all__ = ["HISTORY_TABLES", "DEFAULT_TTL_DAYS", "ENV", "history_ttl_days", "ttl
 
 HISTORY_TABLES: tuple[str, ...] = (
     "task_events", "host_events", "entitlement_history", "dead_letters", "preemptions",
-    "host_offers", "task_waits",
+    "host_offers", "task_waits", "job_events",
 )
 DEFAULT_TTL_DAYS = 30
 ENV = "PELOTON_HISTORY_TTL_DAYS"

@@ -89,6 +89,25 @@ ORDER BY (job_id, instance, src_topic, src_partition, src_offset, src_index, at)
 
 ALTER TABLE {db}.task_events ADD COLUMN IF NOT EXISTS config_version UInt32 DEFAULT 1;
 
+-- every job state fact (JobSubmitted's SUBMITTED at tier 0; JobCreated's PENDING,
+-- JobRejected, JobStateChanged at tier 1), for the job's state as of a past instant
+-- (readmodel/history.py): the newest by (tier, offset) among those at or before it
+CREATE TABLE IF NOT EXISTS {db}.job_events (
+    job_id String,
+    at Int64,
+    time DateTime64(3) MATERIALIZED fromUnixTimestamp64Milli(at),
+    tier UInt8,
+    state LowCardinality(String),
+    previous_state LowCardinality(String),
+    task_counts Map(String, UInt32),
+    reasons Array(String),
+    src_topic LowCardinality(String),
+    src_partition UInt32,
+    src_offset UInt64,
+    src_index UInt32
+) ENGINE = ReplacingMergeTree
+ORDER BY (job_id, tier, src_topic, src_partition, src_offset, src_index);
+
 -- a job's rolling updates, one row per (job_id, update_id, facet): `state` (the job
 -- manager's UpdateStateChanged, or REJECTED from JobUpdateRejected), `request` (the user's
 -- JobUpdateRequested: REQUESTED until answered), `first` (the earliest fact seen: its

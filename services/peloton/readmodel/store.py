@@ -367,6 +367,18 @@ class Store:
         found = self.tasks_of_job(job_id, instance)
         return found[0] if found else None
 
+    def queued_jobs(self, pool: str) -> list[dict[str, Any]]:
+        """The jobs of a pool with PENDING tasks (the resource manager's admission queue):
+        {"job_id", "priority", "created_at"} (see readmodel/pending.queue_position)."""
+        return self._query(
+            """SELECT job_id, anyIf(priority, facet = 'spec') AS priority,
+                      anyIf(at, facet = 'created') AS created_at
+               FROM {db}.jobs FINAL
+               WHERE job_id IN (SELECT job_id FROM {db}.tasks FINAL
+                                WHERE facet = 'state' AND state = 'PENDING')
+               GROUP BY job_id
+               HAVING anyIf(respool, facet = 'spec') = {pool:String}""", pool=pool)
+
     def run_host(self, job_id: str, instance: int, run: int) -> str | None:
         """The host a run was on (its last transition naming a host), if any."""
         rows = self._query(
