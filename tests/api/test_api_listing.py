@@ -30,7 +30,7 @@ requirements = st.one_of(
     st.builds(lambda k, v: Requirement(k, "=", (v,)), keys, values),
     st.builds(lambda k, v: Requirement(k, "!=", (v,)), keys, values),
     st.builds(lambda k, vs, op: Requirement(k, op, tuple(vs)), keys,
-              st.lists(values.filter(bool), min_size=1, max_size=4),
+              st.lists(values.filter(bool), min_size=1, max_size=4, unique=True),
               st.sampled_from(["in", "notin"])),
     st.builds(lambda k, op: Requirement(k, op), keys, st.sampled_from(["exists", "!exists"])),
 )

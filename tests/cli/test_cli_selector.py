@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from peloton.api.listing import SelectorError as ApiSelectorError
 from peloton.api.listing import parse_selector as api_parse
-from peloton.cli.selector import Requirement, SelectorError, format_selector, matches, parse
+from peloton.model.selector import Requirement, SelectorError, format_selector, matches, parse
 
 runner = CliRunner()
 keys = st.from_regex(r"[a-z][a-z0-9._/-]{0,10}", fullmatch=True)

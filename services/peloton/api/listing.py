@@ -3,14 +3,9 @@
 Pure functions (no I/O); the SQL they feed is in peloton.readmodel.listing.
 
 Contract:
-- `parse_selector(text)` reads a Kubernetes-style label selector, a comma-separated list
-  of requirements, all of which must hold:
-      key=value   key==value   key!=value   key in (a,b)   key notin (a,b)   key   !key
-  Keys are 1-253 characters of letters, digits, '.', '_', '-', '/'; values 0-63 of
-  letters, digits, '.', '_', '-' (a value list may not be empty). `!=` and `notin` also
-  match jobs without the key (as in Kubernetes). Whitespace around tokens is ignored.
-  Garbage raises `SelectorError` listing every problem found; `format_selector` writes a
-  parsed selector back (parse(format(x)) == x).
+- `parse_selector(text)` reads a Kubernetes-style label selector (the grammar and its
+  one parser are peloton.model.selector, shared with the CLI's `-l`); garbage raises
+  `SelectorError` listing every problem found; `format_selector` writes it back.
 - `parse_states(values, allowed)` takes repeated and/or comma-separated states (any case)
   and returns them upper-cased, deduplicated, in the order given; unknown ones are
   problems.
@@ -29,13 +24,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from peloton.api.errors import BadRequest
 from peloton.api.openapi import any_case
+from peloton.model.selector import (
+    MAX_SELECTOR,
+    OPS,
+    Requirement,
+    SelectorError,
+    format_selector,
+)
+from peloton.model.selector import parse as parse_selector
 from peloton.readmodel.listing import JobFilter, TaskFilter
 
 __all__ = ["Requirement", "SelectorError", "CursorError", "parse_selector", "format_selector",
@@ -43,100 +44,12 @@ __all__ = ["Requirement", "SelectorError", "CursorError", "parse_selector", "for
            "state_list_pattern", "state_param", "parse_instance_ranges", "job_filter",
            "task_filter", "job_cursor", "task_cursor"]
 
-OPERATORS = ("=", "!=", "in", "notin", "exists", "!exists")
-MAX_SELECTOR = 4096
+OPERATORS = OPS
 MAX_CURSOR = 2048
-_KEY = re.compile(r"^[A-Za-z0-9._/-]{1,253}$")
-_VALUE = re.compile(r"^[A-Za-z0-9._-]{0,63}$")
-_SET = re.compile(r"^\s*(?P<key>[^\s!=(),]+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)\s*$")
-_CMP = re.compile(r"^\s*(?P<key>[^\s!=(),]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)\s*$")
-_EXISTS = re.compile(r"^\s*(?P<neg>!?)\s*(?P<key>[^\s!=(),]+)\s*$")
-
-
-class SelectorError(ValueError):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 class CursorError(ValueError):
     pass
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One requirement: `op` is one of OPERATORS; `values` has one value for = and !=,
-    one or more for in/notin, none for exists/!exists."""
-    key: str
-    op: str
-    values: tuple[str, ...] = ()
-
-
-def _split(text: str) -> list[str]:
-    """Split on commas outside parentheses."""
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for c in text:
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        if c == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur))
-    return parts
-
-
-def parse_selector(text: str) -> list[Requirement]:
-    """A selector's requirements (see the module docstring); '' selects everything."""
-    if len(text) > MAX_SELECTOR:
-        raise SelectorError([f"longer than {MAX_SELECTOR} characters"])
-    if not text.strip():
-        return []
-    out: list[Requirement] = []
-    problems: list[str] = []
-    for part in _split(text):
-        shown = part.strip()[:80]
-        req: Requirement | None = None
-        if m := _SET.match(part):
-            values = tuple(v.strip() for v in m["values"].split(","))
-            req = Requirement(m["key"], m["op"], values)
-            if values == ("",):
-                problems.append(f"{shown!r}: an empty value list")
-                continue
-        elif m := _CMP.match(part):
-            req = Requirement(m["key"], "!=" if m["op"] == "!=" else "=", (m["value"],))
-        elif m := _EXISTS.match(part):
-            req = Requirement(m["key"], "!exists" if m["neg"] else "exists")
-        if req is None:
-            problems.append(f"{shown!r}: not key=value, key!=value, key in (a,b), "
-                            "key notin (a,b), key or !key")
-            continue
-        if not _KEY.match(req.key):
-            problems.append(f"{shown!r}: the key must be 1-253 letters, digits, '.', '_', "
-                            "'-' or '/'")
-        bad = [v for v in req.values if not _VALUE.match(v)]
-        if bad:
-            problems.append(f"{shown!r}: values must be 0-63 letters, digits, '.', '_' "
-                            "or '-'")
-        out.append(req)
-    if problems:
-        raise SelectorError(problems)
-    return out
-
-
-def format_selector(reqs: Sequence[Requirement]) -> str:
-    def one(r: Requirement) -> str:
-        if r.op in ("=", "!="):
-            return f"{r.key}{r.op}{r.values[0]}"
-        if r.op in ("in", "notin"):
-            return f"{r.key} {r.op} ({','.join(r.values)})"
-        return r.key if r.op == "exists" else f"!{r.key}"
-    return ",".join(one(r) for r in reqs)
 
 
 def parse_states(values: Iterable[str] | None, allowed: Sequence[str],

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from peloton.api.auth import job_owner, update_owner
 from peloton.api.errors import BadRequest, Conflict, ErrorBody, NotFound, UnsupportedMediaType
+from peloton.api.listing import parse_instance_ranges
 from peloton.api.openapi import document_content
 from peloton.api.params import ID_PATTERN, JobId, UpdateId
 from peloton.jobmgr.domain.validation import validate_submission
@@ -474,20 +475,14 @@ def _forbidden(update: dict[str, Any], trigger: Trigger) -> str:
 
 
 def parse_instances(text: str | None, count: int) -> tuple[list[int], list[str]]:
-    """"0-3,7" -> ([0, 1, 2, 3, 7], problems); None or "" -> ([], []) (every instance)."""
-    if not text:
-        return [], []
+    """"0-3,7" -> ([0, 1, 2, 3, 7], problems); None or "" -> ([], []) (every instance).
+    The ranges are read as the task list's `instances` filter reads them (listing)."""
+    ranges, problems = parse_instance_ranges(text)
     chosen: set[int] = set()
-    problems: list[str] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        try:
-            first, last = int(lo), int(hi or lo)
-        except ValueError:
-            problems.append(f"{part.strip()!r} is not N or N-M")
-            continue
-        if not 0 <= first <= last < count:
-            problems.append(f"{part.strip()} is outside 0-{count - 1}")
+    for first, last in ranges:
+        if last >= count:
+            shown = str(first) if first == last else f"{first}-{last}"
+            problems.append(f"{shown} is outside 0-{count - 1}")
             continue
         chosen.update(range(first, last + 1))
     return sorted(chosen), problems

@@ -3,7 +3,7 @@
 Every command takes `-o/--output table|wide|json|yaml` (json/yaml print the API's answer,
 for scripts; wide adds columns; see peloton.cli.output) and `--api URL` (default:
 $PELOTON_API or http://127.0.0.1:5290). get/list commands take `--watch/-w` and
-`--interval` (see peloton.cli.watch); `job list -l` a label selector (peloton.cli.selector).
+`--interval` (see peloton.cli.watch); `job list -l` a label selector (peloton.model.selector).
 Exit codes: 0 ok; 1 the API answered with an error, or a waited-for job did not succeed;
 2 invalid input (job and pool files are checked locally before anything is sent); 3 the
 API is unreachable. Pool changes wait for the resource manager's answer (exit 1 when it
@@ -263,7 +263,7 @@ def job_list(
     api: ApiOpt = None,
 ) -> None:
     """List jobs, newest first."""
-    from peloton.cli.selector import SelectorError, parse
+    from peloton.model.selector import SelectorError, parse
 
     try:
         reqs = parse(selector) if selector is not None else None
@@ -288,7 +288,7 @@ def job_list(
 def select_jobs(data: dict[str, Any], reqs: list[Any] | None) -> dict[str, Any]:
     """The job list answer with only the jobs whose labels match `reqs` (the API has
     applied it too, unless it is one without `label_selector`)."""
-    from peloton.cli.selector import matches
+    from peloton.model.selector import matches
 
     if reqs is None:
         return data

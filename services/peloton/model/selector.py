@@ -1,4 +1,5 @@
-"""Label selectors, the Kubernetes syntax subset `-l` takes (pure: no I/O).
+"""Label selectors, the Kubernetes syntax subset the API's `label_selector` and the CLI's
+`-l` take: one grammar, one parser (pure: no I/O).
 
     key=value  key==value   the label is there with that value
     key!=value              the label is missing or has another value
@@ -10,8 +11,8 @@
 Requirements are separated by commas (commas inside parentheses separate values) and must
 all hold; an empty (or blank) selector selects everything. Keys: 1-253 letters, digits and
 `._/-`; values: 0-63 letters, digits and `._-` (a value list may not hold an empty one):
-the grammar the API's `label_selector` parameter takes (peloton.api.listing). `parse`
-raises SelectorError listing every malformed requirement; `format_selector` writes the
+at most MAX_SELECTOR characters. `parse` raises SelectorError listing every malformed
+requirement; `format_selector` writes the
 canonical text `parse` reads back.
 """
 
@@ -21,7 +22,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["OPS", "Requirement", "SelectorError", "format_selector", "matches", "parse"]
+__all__ = ["OPS", "MAX_SELECTOR", "Requirement", "SelectorError", "format_selector",
+           "matches", "parse"]
+
+MAX_SELECTOR = 4096
 
 OPS = ("=", "!=", "in", "notin", "exists", "!exists")
 _KEY = r"[A-Za-z0-9._/-]{1,253}"
@@ -89,6 +93,8 @@ def _split(text: str) -> tuple[list[str], list[str]]:
 
 def parse(text: str) -> list[Requirement]:
     """The requirements of a selector (all must hold); SelectorError lists every problem."""
+    if len(text) > MAX_SELECTOR:
+        raise SelectorError([f"longer than {MAX_SELECTOR} characters"])
     if not text.strip():
         return []
     terms, problems = _split(text)
