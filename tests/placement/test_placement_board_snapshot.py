@@ -199,3 +199,11 @@ def test_any_corrupted_snapshot_is_read_or_refused_with_a_known_error(data: st.D
     core.handle("OfferReceived", offer_received(offer("h1", cpu=2, generation=9), at=3), 3)
     core.handle("TasksAdmitted", tasks_admitted("web", 0, 1, 2, run=3, at=3), 3)
     core.tick(3 * RETENTION)
+
+
+def test_a_spec_field_of_the_wrong_type_is_refused_not_met_in_a_round() -> None:
+    # regression (found by the property above in CI): a list as a job's respool was read,
+    # then the round's pending-reasons metric hashed it and the tick raised
+    core = PlacementCore()
+    with pytest.raises(TypeError, match="respool"):
+        core.restore(_set(GOOD, ("jobs", 0, "respool"), []))

@@ -166,7 +166,8 @@ class CoreDriver:
                     self.core = self._factory()
                 fresh = True  # a restore that fails half-way leaves a core to throw away
                 self.core.restore(state)
-            except (SnapshotUnreadable, ValueError, KeyError, TypeError) as exc:
+            except (SnapshotUnreadable, ValueError, KeyError, TypeError,
+                    ArithmeticError) as exc:  # ArithmeticError: int(inf) in a core
                 log.warning("%s: snapshot %s unusable (%s)", self.name,
                             snap.header.snapshot_id, exc)
                 continue

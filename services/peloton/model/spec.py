@@ -109,9 +109,10 @@ class JobSpec:
         overrides = {int(k): TaskSpec.from_body(v)
                      for k, v in (body.get("instance_tasks") or {}).items()}
         return cls(
-            job_id=body["job_id"], at=int(body["at"]), name=body["name"],
-            owner=body.get("owner", ""), type=body.get("type", JobType.BATCH),
-            respool=body["respool"], labels=dict(body.get("labels") or {}),
+            job_id=_text(body["job_id"], "job_id"), at=int(body["at"]),
+            name=_text(body["name"], "name"), owner=_text(body.get("owner", ""), "owner"),
+            type=body.get("type", JobType.BATCH),
+            respool=_text(body["respool"], "respool"), labels=dict(body.get("labels") or {}),
             instance_count=int(body["instance_count"]), priority=int(body["priority"]),
             preemptible=bool(body["preemptible"]), revocable=bool(body["revocable"]),
             gang_size=int(body["gang_size"]), placement_strategy=body["placement_strategy"],
@@ -155,3 +156,11 @@ class JobSpec:
     def get(self, name: str, default: Any = None) -> Any:
         """A field of a newer schema version that this class does not name yet."""
         return self.body.get(name, default)
+
+
+def _text(value: Any, name: str) -> str:
+    """A string field of a spec body (events are typed by Avro; a snapshot's JSON is not:
+    a wrong type is refused here, as TypeError, rather than deep inside a core)."""
+    if not isinstance(value, str):
+        raise TypeError(f"job spec {name}: expected a string, got {type(value).__name__}")
+    return value

@@ -72,4 +72,7 @@ class PlacementCore:
         core unchanged) if it cannot be read."""
         if not isinstance(state, dict):
             raise TypeError(f"placement snapshot: expected an object, got {type(state).__name__}")
-        self.board = PlacementBoard.from_snapshot(state)
+        try:
+            self.board = PlacementBoard.from_snapshot(state)
+        except OverflowError as exc:  # an infinite number where an integer belongs
+            raise ValueError(f"placement snapshot: {exc}") from exc
