@@ -19,6 +19,14 @@ def stop(j: Jobmgr, job_id: str, *instances: int) -> None:
                                 "reason": "stop", "requested_by": "me"})
 
 
+def stopped_service(j: Jobmgr) -> None:
+    """web/0 on h0 and web/1 on h1, both stopped and ended."""
+    running(j, "web", 2)
+    stop(j, "web", 0, 1)
+    j.status("h0", "web", 0, "KILLED")
+    j.status("h1", "web", 1, "KILLED")
+
+
 def start(j: Jobmgr, job_id: str, *instances: int) -> list:  # type: ignore[type-arg]
     return j.send("JobStartRequested", {"job_id": job_id, "at": j.now,
                                         "instances": list(instances), "requested_by": "me"})
@@ -26,10 +34,7 @@ def start(j: Jobmgr, job_id: str, *instances: int) -> list:  # type: ignore[type
 
 def test_every_stopped_instance_of_a_service_starts_again() -> None:
     j = Jobmgr()
-    running(j, "web", 2)
-    stop(j, "web", 0, 1)
-    j.status("h0", "web", 0, "KILLED")
-    j.status("h1", "web", 1, "KILLED")
+    stopped_service(j)
     assert j.job_state("web") == "STOPPED"  # alive, nothing runs: not ended
     assert "web" not in j.book.ended
     out = start(j, "web")
@@ -98,10 +103,7 @@ def test_a_batch_job_does_not_start_again() -> None:
 
 def test_stops_and_starts_replay_to_the_same_book() -> None:
     j = Jobmgr()
-    running(j, "web", 2)
-    stop(j, "web", 0, 1)
-    j.status("h0", "web", 0, "KILLED")
-    j.status("h1", "web", 1, "KILLED")
+    stopped_service(j)
     start(j, "web")
     j.to_running("web", 0, "h0", run=2)
     stop(j, "web", 0)  # a kill after the start wins again
@@ -136,10 +138,7 @@ def test_an_update_gives_stopped_instances_the_new_version_without_running_them(
     assert [c[:3] for c in changes(out) if c[4] == "PENDING"] == [("web", 1, 2)]
     assert j.task("web", 1).config_version == 2  # it runs the new version when started
     k = Jobmgr()
-    running(k, "web", 2)
-    stop(k, "web", 0, 1)
-    k.status("h0", "web", 0, "KILLED")
-    k.status("h1", "web", 1, "KILLED")
+    stopped_service(k)
     send_update(k, n=2, batch_size=1)
     for _ in range(3):
         k.tick(2_000)

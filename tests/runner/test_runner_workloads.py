@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_runner_holds import STATEFUL
 
 from peloton.model.event import Event
 from peloton.model.jobfile import parse_job_file
@@ -33,15 +34,6 @@ type: DAEMON
 defaultConfig:
   resource: {cpuLimit: 0.5, memLimitMb: 16}
   command: {value: sleep 100000}
-"""
-STATEFUL = """\
-name: db
-type: STATEFUL
-instanceCount: 1
-defaultConfig:
-  resource: {cpuLimit: 1, memLimitMb: 64}
-  command: {value: sleep 2}
-  volume: {containerPath: /data}
 """
 
 

@@ -38,6 +38,7 @@ from peloton.cli.user_cmds import (
     OutputOpt,
     _ts,
     api_client,
+    read_input_file,
 )
 from peloton.cli.watch import IntervalOpt as WatchIntervalOpt
 from peloton.cli.watch import WatchOpt, show
@@ -89,11 +90,7 @@ def _settings_problems(params: dict[str, Any]) -> list[str]:
 
 
 def _read_job_file(file: Path, job_id: str) -> str:
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        _err(f"error: cannot read {file}: {exc.strerror or exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
+    text = read_input_file(file)
     try:
         check_job_document(parse_job_file(text, job_id, int(time.time() * 1000)))
     except JobFileError as exc:

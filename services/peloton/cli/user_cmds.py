@@ -65,6 +65,15 @@ def _err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def read_input_file(file: Path) -> str:
+    """A file the user named, or exit 2 saying why it cannot be read."""
+    try:
+        return file.read_text()
+    except OSError as exc:
+        _err(f"error: cannot read {file}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_INVALID) from exc
+
+
 @contextmanager
 def _client(api: str | None) -> Iterator[PelotonClient]:
     """A client whose failures end the command with a clear message and exit code."""
@@ -116,11 +125,7 @@ def job_create(
     output: OutputOpt = Output.table, api: ApiOpt = None,
 ) -> None:
     """Submit a job file. The file is checked locally first."""
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        _err(f"error: cannot read {file}: {exc.strerror or exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
+    text = read_input_file(file)
     problems: list[str] = []
     if job_id is not None and not _JOB_ID.match(job_id):
         problems.append("--job-id: 1-128 letters, digits, '.', '_' or '-', starting with a "
@@ -505,11 +510,7 @@ def _read_pool_file(file: Path, path: str, allow_move: bool) -> str:
     """The file's text after a local check; invalid input ends the command with exit 2."""
     from peloton.resmgr.domain.poolbook import normalize_path, parse_pool_document, split_path
 
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        _err(f"error: cannot read {file}: {exc.strerror or exc}")
-        raise typer.Exit(EXIT_INVALID) from exc
+    text = read_input_file(file)
     try:
         wanted = normalize_path(path)
         doc = yaml.safe_load(text)

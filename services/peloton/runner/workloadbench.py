@@ -49,18 +49,20 @@ def _book(runner: MemoryRunner) -> Any:
     return runner.core("jobmgr").book
 
 
+def _runs_healthily(task: Any) -> bool:
+    return bool(task.state.value == "RUNNING" and task.health == "HEALTHY")
+
+
 def _healthy(runner: MemoryRunner, version: int | None = None) -> int:
     """Service instances running healthily (at `version`, if given)."""
     return sum(1 for t in _book(runner).jobs["web"].tasks
-               if t.state.value == "RUNNING" and t.health == "HEALTHY"
-               and version in (None, t.config_version))
+               if _runs_healthily(t) and version in (None, t.config_version))
 
 
 def _serving(runner: MemoryRunner) -> int:
     """Service instances that serve: running healthily, or whose old run still serves on
     a draining host while its replacement starts (jobmgr/domain/handover.py)."""
-    return sum(1 for t in _book(runner).jobs["web"].tasks
-               if (t.state.value == "RUNNING" and t.health == "HEALTHY") or serving(t))
+    return sum(1 for t in _book(runner).jobs["web"].tasks if _runs_healthily(t) or serving(t))
 
 
 def _phase(runner: MemoryRunner, done: Callable[[], bool], max_s: float, n: int,

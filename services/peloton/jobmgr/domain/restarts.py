@@ -54,15 +54,15 @@ def restart_run(job: JobRecord, task: TaskRecord, run: int, ended: TaskState, re
                 failures: int, now_ms: int, base_ms: int, host: str | None) -> Change:
     """The next run of a long-running instance whose run `run` ended `ended`."""
     delay = restart_delay(task, ended, now_ms, base_ms)
+    in_place = (job.spec.type == JobType.SERVICE and host is not None
+                and reason.startswith(_UPDATE_KILL))
     if job.stateful:
         pinned = task.volume_host or host
     elif job.spec.type == JobType.SERVICE:
-        pinned = host if host and reason.startswith(_UPDATE_KILL) else None
+        pinned = host if in_place else None
     else:
         pinned = task.pinned_host
-    where = f" on {pinned}" if pinned else ""
-    if job.spec.type == JobType.SERVICE and pinned:
-        where = f" in place on {pinned}"
+    where = f" in place on {pinned}" if in_place else f" on {pinned}" if pinned else ""
     wait = f" in {delay / 1000:g}s (backoff)" if delay else ""
     why = f"restart{where}{wait} after run {run} ended {ended.value.lower()}: {reason}"
     return change(task.instance, run + 1, S.PENDING, S.INITIALIZED, why, None, None,
