@@ -30,10 +30,12 @@ import typer.main
 import yaml
 
 from peloton.api.tokens import Principal, load_tokens
-from peloton.bus import kafkaconfig, topicconfig
-from peloton.bus.catalog import SNAPSHOT_TOPICS, TOPICS
+from peloton.bus import kafkaconfig, partitions, topicconfig
+from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS, topic
 from peloton.cli.serve_cmd import build
 from peloton.ha import etcdtls
+from peloton.hostmgr.shard import HOST_ROUTE
+from peloton.jobmgr.shard import JOB_ROUTE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "peloton"
@@ -47,6 +49,14 @@ SERVE: click.Group = typer.main.get_command(build())  # type: ignore[assignment]
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 RELEASE, NAMESPACE = "rel", "peloton"
 SERVICES = ("jobmgr", "resmgr", "placement", "hostmgr", "api")
+DEPLOYED = ("resmgr", "placement", "api")
+PARTITIONED = ("jobmgr", "hostmgr")  # StatefulSets by default
+# the job manager's co-partitioned topics (peloton.jobmgr.shard.JOB_ROUTE)
+JOB_TOPICS = (*JOB_ROUTE.own, JOB_ROUTE.inbox)
+SINGLE_JOBMGR = ["jobmgr.partitioned=false", "jobmgr.replicas=1"]
+HOST_TOPICS = HOST_ROUTE.sharded  # the host manager's (peloton.hostmgr.shard.HOST_ROUTE)
+PARTITIONS_16 = [*(f"topics.partitions.{t}=16" for t in JOB_TOPICS),
+                 *(f"topics.partitions.{t}=32" for t in HOST_TOPICS), "jobmgr.replicas=3"]
 STATE_DIR = "/var/lib/peloton"
 # kafka and etcd with SASL/SCRAM and TLS from Secrets, everything optional switched on
 SECURE = ["kafka.security.protocol=SASL_SSL",
@@ -81,15 +91,18 @@ def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return found[0]
 
 
-def pods(docs: list[dict[str, Any]], kinds: tuple[str, ...] = (
-        "Deployment", "DaemonSet", "Job")) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def pods(docs: list[dict[str, Any]], kinds: tuple[str, ...] = (*WORKLOADS, "Job")
+         ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     for d in docs:
         if d["kind"] in kinds:
             yield d, d["spec"]["template"]["spec"]
 
 
 def workloads(docs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    for d, pod in pods(docs, ("Deployment", "DaemonSet")):
+    for d, pod in pods(docs, WORKLOADS):
         for c in pod["containers"]:
             yield d, c
 
@@ -97,6 +110,13 @@ def workloads(docs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict
 def container(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     (c,) = find(docs, kind, name)["spec"]["template"]["spec"]["containers"]
     return c
+
+
+def workload(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The Deployment or StatefulSet `name`."""
+    (d,) = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")
+            and d["metadata"]["name"] == name]
+    return d
 
 
 def config(docs: list[dict[str, Any]]) -> dict[str, str]:
@@ -171,6 +191,8 @@ def secure() -> list[dict[str, Any]]:
      "topics.create=false", "dashboards.enabled=false", "podDisruptionBudget.enabled=false",
      "serviceAccount.create=false", "topics.minInsyncReplicas=null"],
     SECURE,
+    SINGLE_JOBMGR,
+    PARTITIONS_16,
 ])
 def test_helm_lint_strict(sets: list[str]) -> None:
     args = ["lint", "--strict", str(CHART)]
@@ -185,7 +207,8 @@ def test_helm_lint_strict(sets: list[str]) -> None:
 SCHEMA_VERSIONS = ("1.25.0", "1.37.0")
 
 
-@pytest.mark.parametrize("sets", [[], SECURE, ["agent.hostNetwork=false"]])
+@pytest.mark.parametrize("sets", [[], SECURE, ["agent.hostNetwork=false"], SINGLE_JOBMGR,
+                                  PARTITIONS_16])
 def test_manifests_match_the_kubernetes_schemas(sets: list[str]) -> None:
     kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate "
                              "(the dev extra)")
@@ -205,7 +228,7 @@ def test_manifests_match_the_kubernetes_schemas(sets: list[str]) -> None:
 
 def test_the_schema_check_rejects_a_bad_manifest(docs: list[dict[str, Any]]) -> None:
     kv = pytest.importorskip("kubernetes_validate")
-    bad = json.loads(json.dumps(find(docs, "Deployment", "rel-peloton-jobmgr")))
+    bad = json.loads(json.dumps(find(docs, "StatefulSet", "rel-peloton-jobmgr")))
     bad["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["pth"] = "/"
     with pytest.raises(kv.ValidationError):
         kv.validate(bad, SCHEMA_VERSIONS[-1], strict=True)
@@ -237,19 +260,132 @@ def test_rendered_objects(docs: list[dict[str, Any]]) -> None:
         ("DaemonSet", "rel-peloton-agent"), ("Job", "rel-peloton-create-topics"),
         ("Service", "rel-peloton-api"), ("ServiceAccount", "rel-peloton"),
         ("Secret", "rel-peloton-api-tokens"),
-        *[("Deployment", f"rel-peloton-{s}") for s in SERVICES],
+        *[(kind, f"rel-peloton-{s}") for s in PARTITIONED for kind in ("StatefulSet",
+                                                                           "Service")],
+        *[("Deployment", f"rel-peloton-{s}") for s in DEPLOYED],
         *[("PodDisruptionBudget", f"rel-peloton-{s}") for s in SERVICES]])
 
 
 def test_replicas(docs: list[dict[str, Any]]) -> None:
     replicas = {d["metadata"]["name"]: d["spec"]["replicas"]
-                for d in docs if d["kind"] == "Deployment"}
-    assert replicas == {"rel-peloton-jobmgr": 1, "rel-peloton-resmgr": 2,
-                        "rel-peloton-placement": 1, "rel-peloton-hostmgr": 1,
+                for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    assert replicas == {"rel-peloton-jobmgr": 2, "rel-peloton-resmgr": 2,
+                        "rel-peloton-placement": 1, "rel-peloton-hostmgr": 2,
                         "rel-peloton-api": 1}
+
+
+# ---- the partitioned job manager -------------------------------------------------------
+@pytest.mark.parametrize(("service", "sets", "options"), [
+    ("jobmgr", [], []),
+    ("hostmgr", [], ["--heartbeat-timeout=5"]),  # values.yaml's 5.0, as helm prints it
+    ("placement", ["placement.partitioned=true", "placement.replicas=2"], []),
+])
+def test_partitioned_services_are_statefulsets(service: str, sets: list[str],
+                                               options: list[str]) -> None:
+    docs = render(*sets)
+    sts = find(docs, "StatefulSet", f"rel-peloton-{service}")
+    spec = sts["spec"]
+    assert spec["replicas"] == 2
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["updateStrategy"] == {"type": "RollingUpdate"}
+    assert "volumeClaimTemplates" not in spec  # a partition's state lives on Kafka
+    # the governing Service: headless, selecting exactly the StatefulSet's pods
+    svc = find(docs, "Service", spec["serviceName"])
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert spec["template"]["metadata"]["labels"].items() >= \
+        spec["selector"]["matchLabels"].items()
+    c = container(docs, "StatefulSet", f"rel-peloton-{service}")
+    assert c["args"] == [service, "--partitioned", "--instance=$(POD_NAME)",
+                         "--static-membership", *options]
+    # through the real CLI: one member of the group peloton-jobmgr, named after its pod
+    # (a StatefulSet pod's name is stable across restarts: group.instance.id
+    # peloton-jobmgr-<pod>, no orphaned member)
+    params = serve_params(docs, c)
+    assert params["partitioned"] is True and params["static_membership"] is True
+    assert params["instance"] == "<POD_NAME>"
+    assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]
+            if e["name"] == "POD_NAME"] == ["metadata.name"]
+    # replicas from values; no Deployment of the service
+    more = render(*sets, f"{service}.replicas=5")
+    assert find(more, "StatefulSet", f"rel-peloton-{service}")["spec"]["replicas"] == 5
+    assert not [d for d in docs if d["kind"] == "Deployment"
+                and d["metadata"]["name"] == f"rel-peloton-{service}"]
+
+
+def test_jobmgr_unpartitioned_is_one_deployment() -> None:
+    single = render(*SINGLE_JOBMGR)
+    dep = find(single, "Deployment", "rel-peloton-jobmgr")
+    assert dep["spec"]["replicas"] == 1
     # one job manager at a time: never two during a rollout
-    assert find(docs, "Deployment", "rel-peloton-jobmgr")["spec"]["strategy"]["type"] == \
-        "Recreate"
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [d for d in single if d["metadata"]["name"] == "rel-peloton-jobmgr"
+                and d["kind"] in ("StatefulSet", "Service")]
+    c = container(single, "Deployment", "rel-peloton-jobmgr")
+    assert c["args"] == ["jobmgr"]
+    params = serve_params(single, c)
+    assert params["partitioned"] is False and params["static_membership"] is False
+    # the same pod template as the StatefulSet's (one template, peloton.
+    # controlPlanePodTemplate), but for the command line
+    one = render("jobmgr.replicas=1")
+    pod = json.loads(json.dumps(find(one, "StatefulSet", "rel-peloton-jobmgr")["spec"][
+        "template"]))
+    pod["spec"]["containers"][0]["args"] = ["jobmgr"]
+    assert dep["spec"]["template"] == pod
+    # a second unpartitioned job manager would be a second writer of every job
+    out = helm("template", RELEASE, str(CHART), "--set", "jobmgr.partitioned=false")
+    assert out.returncode != 0
+    assert "jobmgr.partitioned=false runs one jobmgr" in out.stderr
+    assert "set jobmgr.replicas=1, not 2" in out.stderr
+
+
+def test_partition_counts_reach_every_process_and_the_real_parser() -> None:
+    rendered = render(*PARTITIONS_16)
+    known = {t.name for t in (*TOPICS, *INTERNAL_TOPICS)}
+    expected = {**{t: 16 for t in JOB_TOPICS}, **{t: 32 for t in HOST_TOPICS}}
+    # one setting, in the ConfigMap every service reads and in the topics hook's inline env
+    data = config(rendered)
+    assert partitions.overrides(known, data) == expected
+    job = container_env(rendered, container(rendered, "Job", "rel-peloton-create-topics"))
+    assert job["PELOTON_TOPIC_PARTITIONS"] == data["PELOTON_TOPIC_PARTITIONS"]
+    for d, c in workloads(rendered):
+        env = container_env(rendered, c)
+        assert partitions.overrides(known, env) == expected, d["metadata"]["name"]
+    # the catalog with that environment: the job manager's topics co-partitioned
+    events, internal = partitions.configured((TOPICS, INTERNAL_TOPICS), data)
+    by_name = {t.name: t.partitions for t in (*events, *internal)}
+    assert {by_name[t] for t in JOB_TOPICS} == {16}
+    # none set: no setting, the catalog's counts
+    assert "PELOTON_TOPIC_PARTITIONS" not in config(render())
+
+
+@pytest.mark.parametrize("sets", [
+    ["topics.partitions.job-events=8"],
+    ["topics.partitions.jobmgr-inbox=2"],
+    [f"topics.partitions.{t}=8" for t in JOB_TOPICS[1:]],
+])
+def test_mismatched_copartitioned_counts_fail_to_render(sets: list[str]) -> None:
+    out = helm("template", RELEASE, str(CHART), *[a for s in sets for a in ("--set", s)])
+    assert out.returncode != 0
+    message = out.stderr.split("jobmgr is partitioned, so its co-partitioned topics need "
+                               "one partition count", 1)
+    assert len(message) == 2, out.stderr
+    # the message names every co-partitioned topic of the real route with the count it
+    # would get: the values' or, unset, the catalog's
+    given = dict(s.removeprefix("topics.partitions.").split("=") for s in sets)
+    got = dict(item.split("=") for item in
+               message[1].splitlines()[0].split("; got ", 1)[1].split(", "))
+    assert got == {t: given.get(t, str(topic(t).partitions)) for t in JOB_TOPICS}
+    # one job manager for every job has no co-partitioned topics: the same counts render
+    assert render(*sets, *SINGLE_JOBMGR)
+
+
+@pytest.mark.parametrize("count", ["0", "-1", "2.5", "many"])
+def test_partition_counts_must_be_positive_integers(count: str) -> None:
+    out = helm("template", RELEASE, str(CHART), "--set",
+               f"topics.partitions.task-kill-requested={count}")
+    assert out.returncode != 0
+    assert "topics.partitions.task-kill-requested must be a positive integer" in out.stderr
 
 
 @pytest.mark.parametrize("which", ["default", "secure"])
@@ -465,20 +601,20 @@ def test_pods_run_non_root_with_a_read_only_root(docs: list[dict[str, Any]]) -> 
 def test_service_account_without_rbac(docs: list[dict[str, Any]]) -> None:
     sa = find(docs, "ServiceAccount", "rel-peloton")
     assert sa["automountServiceAccountToken"] is False
-    for d, pod in pods(docs, ("Deployment", "DaemonSet")):
+    for d, pod in pods(docs, WORKLOADS):
         assert pod["serviceAccountName"] == "rel-peloton", d["metadata"]["name"]
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding", "ClusterRole",
                                                  "ClusterRoleBinding")]
     other = render("serviceAccount.create=false", "serviceAccount.name=existing")
     assert not [d for d in other if d["kind"] == "ServiceAccount"]
-    assert {pod["serviceAccountName"] for _, pod in pods(other, ("Deployment",))} == {
-        "existing"}
+    assert {pod["serviceAccountName"] for _, pod in pods(
+        other, ("Deployment", "StatefulSet"))} == {"existing"}
 
 
 def test_pod_disruption_budgets(docs: list[dict[str, Any]]) -> None:
     for name in SERVICES:
         pdb = find(docs, "PodDisruptionBudget", f"rel-peloton-{name}")
-        dep = find(docs, "Deployment", f"rel-peloton-{name}")
+        dep = workload(docs, f"rel-peloton-{name}")
         assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"][
             "matchLabels"]
         # never blocks a drain of a single replica; keeps resmgr's standby up
@@ -580,11 +716,13 @@ def test_topics_job_is_a_hook(docs: list[dict[str, Any]], secure: list[dict[str,
 @pytest.mark.integration
 def test_topics_job_command_creates_the_catalog_topics(tmp_path: Path) -> None:
     """The hook's command, in the hook's environment (one broker: replication 1), against
-    a real dev broker: every catalog topic, with the retention from the values."""
+    a real dev broker: every catalog topic and internal inbox, with the retention and the
+    partition counts from the values."""
     from peloton.minicluster.servers import free_port, list_topics, start_tansu
 
     rendered = render("topics.replication=1", "topics.minInsyncReplicas=1",
-                      "topics.eventRetentionMs=2592000000")
+                      "topics.eventRetentionMs=2592000000",
+                      *(f"topics.partitions.{t}=2" for t in JOB_TOPICS))
     c = container(rendered, "Job", "rel-peloton-create-topics")
     server = start_tansu(free_port(), tmp_path / "tansu.log")
     try:
@@ -593,18 +731,37 @@ def test_topics_job_command_creates_the_catalog_topics(tmp_path: Path) -> None:
         done = subprocess.run(c["command"], env=env, capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr
-        assert {t.name for t in TOPICS} <= set(list_topics(server.address))
+        assert {t.name for t in (*TOPICS, *INTERNAL_TOPICS, *SNAPSHOT_TOPICS)} <= set(
+            list_topics(server.address))
         again = subprocess.run(c["command"], env=env, capture_output=True, text=True,
                                timeout=60)
         assert again.returncode == 0, again.stderr  # idempotent (every upgrade runs it)
         configs = asyncio.run(_topic_configs(server.address,
                                              [TOPICS[0].name, SNAPSHOT_TOPICS[0].name]))
+        counts = asyncio.run(_partition_counts(server.address,
+                                               [*JOB_TOPICS, "task-kill-requested"]))
     finally:
         server.stop()
+    # the job manager's co-partitioned topics (its inbox too) with the values' count, the
+    # others with the catalog's
+    assert counts == {**{t: 2 for t in JOB_TOPICS},
+                      "task-kill-requested": topic("task-kill-requested").partitions}
     event, snapshot = configs
     assert event == {"cleanup.policy": "delete", "retention.ms": "2592000000",
                      "min.insync.replicas": "1"}
     assert snapshot["retention.ms"] == str(VALUES["topics"]["snapshotRetentionMs"])
+
+
+async def _partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(names)
+    finally:
+        await admin.close()
+    return {t["topic"]: len(t["partitions"]) for t in described}
 
 
 async def _topic_configs(bootstrap: str, names: list[str]) -> list[dict[str, str]]:

@@ -1,5 +1,11 @@
-"""The resource manager's cycle with pools and preemption, wired to the real job manager
-core the way the bus wires them (routing by the catalog and the cores' input topics).
+"""The job manager's side of preemption where the test needs an agent that does not answer
+a kill: the resource manager and job manager cores wired the way the bus wires them
+(routing by the catalog and the cores' input topics). The cross-service tests of pools and
+preemption run on the production cores in the in-memory runner
+(tests/runner/test_runner_pools_and_preemption.py); the runner's simulated agents answer
+every kill at once, so the kill that arrives while runs are PREEMPTING stays here. `Sim`
+also writes the leader's history for test_resmgr_service_failover.py, which folds that
+log into fresh cores and needs an instant, fully deterministic history.
 
 `Sim` plays everything else with instant, deterministic fakes: the placement engine puts
 each READY run on the first host with a free cpu, hostmgr launches it, the agent reports
@@ -172,159 +178,6 @@ def two_pools(**kw: Any) -> Sim:
     sim.create_pool("/B", 6, 12)
     sim.tick()
     return sim
-
-
-# ---- pools through events ----------------------------------------------------------------
-def test_a_new_pool_is_published_at_once_and_the_job_manager_accepts_jobs_for_it() -> None:
-    sim = Sim()
-    sim.tick()
-    sim.create_pool("/A", 6, 12)
-    (created,) = sim.of_type("ResourcePoolCreated")
-    assert created.body["pool"]["path"] == "/A" and created.key == "/A"
-    sim.tick()
-    latest = sim.of_type("EntitlementUpdated")[-1]
-    assert {p["pool"] for p in latest.body["pools"]} == {"/", "/A", "/default"}
-    assert sim.jm.book.leaf_pools == {"/A", "/default"}
-    sim.submit("j", "/A", 2)
-    assert sim.of_type("JobCreated") and not sim.of_type("JobRejected")
-
-
-def test_jobs_for_a_pool_that_does_not_exist_are_rejected() -> None:
-    sim = Sim()
-    sim.tick()
-    sim.submit("j", "/nope", 1)
-    (rejected,) = sim.of_type("JobRejected")
-    assert "respool: resource pool /nope does not exist" in rejected.body["reasons"]
-
-
-def test_capacity_change_republishes_entitlement_without_waiting_for_the_cycle() -> None:
-    sim = Sim(cycle_ms=60_000)
-    sim.tick()
-    before = len(sim.of_type("EntitlementUpdated"))
-    lost = Sim._offer("h9")
-    sim.send(Event("OfferReceived", "offers", {"at": sim.now, "offers": [lost]}))
-    sim.tick()
-    updates = sim.of_type("EntitlementUpdated")
-    assert len(updates) == before + 1 and updates[-1].body["capacity"]["cpu"] == 16.0
-
-
-def test_deleting_a_pool_with_tasks_is_refused_and_without_them_accepted() -> None:
-    sim = two_pools()
-    sim.submit("j", "/A", 1)
-    sim.send(Event("ResourcePoolDeleteRequested", "/A",
-                   {"request_id": "d1", "at": sim.now, "path": "/A"}))
-    (rej,) = sim.of_type("ResourcePoolRequestRejected")
-    assert rej.body["reasons"] == ["/A: tasks: pool still has tasks"]
-    sim.send(Event("ResourcePoolDeleteRequested", "/B",
-                   {"request_id": "d2", "at": sim.now, "path": "/B"}))
-    assert [e.body["path"] for e in sim.of_type("ResourcePoolDeleted")] == ["/B"]
-    sim.tick()
-    assert "/B" not in sim.rm.manager.tree
-
-
-# ---- preemption between pools (Peloton's system test, in-process) -------------------------
-def test_second_pool_takes_back_exactly_its_reservation_from_the_first() -> None:
-    sim = two_pools()
-    sim.submit("a", "/A", 12)
-    sim.run(1.0)
-    assert sim.running("a") == 12
-    sim.submit("b", "/B", 12)
-    sim.run(6.0)
-    preempted = [t for e in sim.of_type("TasksPreempted") for t in e.body["tasks"]]
-    assert len(preempted) == 6
-    assert {t["job_id"] for t in preempted} == {"a"}
-    assert {t["reason"] for t in preempted} == {"POOL_OVER_ENTITLEMENT"}
-    assert sim.running("a") == 6 and sim.running("b") == 6
-    assert sim.states("a") == {"RUNNING": 6, "PENDING": 6}
-    # the preempted runs ended KILLED (reason PREEMPTED), the next run is PENDING, and
-    # preemption did not count as a failure
-    for t in sim.jm.book.jobs["a"].tasks:
-        if t.state.value == "PENDING":
-            assert t.run == 2 and t.failures == 0 and t.reason.startswith("PREEMPTED")
-    ends = [ch for e in sim.of_type("TaskStateChanged") if e.body["job_id"] == "a"
-            for ch in e.body["changes"] if ch["state"] == "KILLED"]
-    assert len(ends) == 6 and all(ch["reason"].startswith("PREEMPTED") for ch in ends)
-    assert all(ch["previous_state"] == "PREEMPTING" for ch in ends)
-
-
-def test_preemption_waits_for_the_configured_number_of_cycles() -> None:
-    sim = two_pools(preemption_cycles=4)
-    sim.submit("a", "/A", 12)
-    sim.run(1.0)
-    sim.submit("b", "/B", 12)
-    sim.run(2.5)
-    assert not sim.of_type("TasksPreempted")
-    sim.run(2.0)
-    assert sim.of_type("TasksPreempted")
-
-
-def test_kills_carry_the_task_grace_period_and_victims_are_the_latest_started() -> None:
-    sim = two_pools()
-    sim.submit("a", "/A", 6)
-    sim.run(0.5)
-    sim.submit("a2", "/A", 6)
-    sim.run(0.5)
-    sim.submit("b", "/B", 12)
-    sim.run(6.0)
-    kills = [k for e in sim.of_type("TaskKillRequested") for k in e.body["kills"]]
-    assert len(kills) == 6 and {k["grace_period_s"] for k in kills} == {7.0}
-    assert {k["job_id"] for k in kills} == {"a2"}  # started last
-    assert all(k["reason"].startswith("PREEMPTED") for k in kills)
-
-
-def test_without_preemption_nothing_is_taken_back() -> None:
-    sim = two_pools(preemption=False)
-    sim.submit("a", "/A", 12)
-    sim.run(1.0)
-    sim.submit("b", "/B", 12)
-    sim.run(6.0)
-    assert not sim.of_type("TasksPreempted") and sim.running("a") == 12
-
-
-def test_non_preemptible_work_stays_within_the_reservation_when_preemption_is_on() -> None:
-    sim = two_pools()
-    sim.submit("np", "/A", 10, preemptible=False)
-    sim.run(2.0)
-    assert sim.running("np") == 6
-    reasons = [t["reason"] for e in sim.of_type("AdmissionDeferred") for t in e.body["tasks"]]
-    assert any("non-preemptible work beyond reservation" in r for r in reasons)
-
-
-def test_non_preemptible_work_is_never_preempted() -> None:
-    sim = two_pools()
-    sim.submit("np", "/A", 6, preemptible=False)
-    sim.submit("a", "/A", 6)
-    sim.run(1.0)
-    sim.submit("b", "/B", 12)
-    sim.run(6.0)
-    victims = {t["job_id"] for e in sim.of_type("TasksPreempted") for t in e.body["tasks"]}
-    assert victims == {"a"} and sim.running("np") == 6
-
-
-# ---- preemption within a pool --------------------------------------------------------------
-def test_a_higher_priority_job_preempts_lower_priority_work_of_its_own_pool() -> None:
-    sim = Sim()
-    sim.create_pool("/A", 12, 12)
-    sim.tick()
-    sim.submit("low", "/A", 12, priority=1)
-    sim.run(1.0)
-    assert sim.running("low") == 12
-    sim.submit("high", "/A", 4, priority=5)
-    sim.run(3.0)
-    victims = [t for e in sim.of_type("TasksPreempted") for t in e.body["tasks"]]
-    assert len(victims) == 4 and {t["reason"] for t in victims} == {"HIGHER_PRIORITY_IN_POOL"}
-    assert sim.running("high") == 4 and sim.running("low") == 8
-
-
-def test_in_pool_preemption_can_be_switched_off() -> None:
-    sim = Sim(in_pool=False)
-    sim.create_pool("/A", 12, 12)
-    sim.tick()
-    sim.submit("low", "/A", 12, priority=1)
-    sim.run(1.0)
-    sim.submit("high", "/A", 4, priority=5)
-    sim.run(3.0)
-    assert not sim.of_type("TasksPreempted")
 
 
 def test_admitted_but_unplaced_victims_are_requeued_at_once() -> None:

@@ -8,7 +8,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from runner_scenarios import log_digest
 
-from peloton.bus.catalog import TOPICS
+from peloton.bus.catalog import INTERNAL_TOPICS, TOPICS
 from peloton.bus.codec import EncodeError
 from peloton.model.event import Event
 from peloton.runner import HandlerFailed, MemoryRunner, batch_job, cluster, footprint, partition_for
@@ -31,7 +31,8 @@ def test_partitions_are_kafkas_default_partitioner() -> None:
 
 def test_the_log_has_every_catalog_topic_and_partition() -> None:
     runner = MemoryRunner()
-    assert set(runner.logs) == {(t.name, p) for t in TOPICS for p in range(t.partitions)}
+    assert set(runner.logs) == {(t.name, p) for t in (*TOPICS, *INTERNAL_TOPICS)
+                                for p in range(t.partitions)}
 
 
 def test_a_body_that_does_not_match_its_schema_fails_at_publish() -> None:

@@ -41,6 +41,17 @@ def test_sim_run_writes_metrics_and_plots_and_prints_json(tmp_path: Path) -> Non
     doc = json.loads((out / "metrics.json").read_text())
     assert set(doc) == {"summary", "performance", "series"}
     assert doc["summary"]["preempted_running"] == 6
+    assert figures["engine"] == "runner"  # auto: a 3-host scenario runs the services
+
+
+def test_sim_run_on_either_engine_finds_the_same_six_victims(tmp_path: Path) -> None:
+    for engine in ("fast", "runner"):
+        result = CliRunner().invoke(app(), [
+            "sim", "run", str(EXAMPLES / "peloton-preemption.yaml"), "--engine", engine,
+            "--out", str(tmp_path / engine), "--no-plots", "-o", "json"])
+        assert result.exit_code == 0, result.output
+        figures = json.loads(result.output)
+        assert figures["engine"] == engine and figures["preempted_running"] == 6
 
 
 def test_sim_run_prints_a_table(tmp_path: Path) -> None:

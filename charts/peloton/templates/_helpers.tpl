@@ -45,6 +45,67 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "peloton.etcdTlsDir" -}}/etc/peloton/etcd-tls{{- end -}}
 {{- define "peloton.stateDir" -}}/var/lib/peloton{{- end -}}
 
+{{/* The partitioned services the chart runs as StatefulSets when `<name>.partitioned`:
+     the co-partitioned topics of each (its own topics and its inbox, peloton.bus.routing's
+     Route: they need one partition count) and the catalog's default count of those topics
+     (peloton.bus.catalog; tests/chart checks both against the code). A new partitioned
+     service is one more entry here and in control-plane.yaml's list. */}}
+{{- define "peloton.partitionedServices" -}}
+jobmgr:
+  topics: [job-submitted, job-kill-requested, job-update-requested, job-events, jobmgr-inbox]
+  defaultPartitions: 4
+hostmgr:
+  topics: [host-registered, task-status-reported, task-launch-requested,
+           host-maintenance-requested, host-events, hostmgr-inbox]
+  defaultPartitions: 4
+placement:
+  topics: [tasks-admitted]
+  defaultPartitions: 4
+{{- end -}}
+
+{{/* Is component `name` partitioned: (dict "root" $ "name" "jobmgr") -> "true" or "". */}}
+{{- define "peloton.isPartitioned" -}}
+{{- $known := include "peloton.partitionedServices" .root | fromYaml -}}
+{{- if and (hasKey $known .name) (index .root.Values .name).partitioned -}}true{{- end -}}
+{{- end -}}
+
+{{/* PELOTON_TOPIC_PARTITIONS from topics.partitions (topic -> count), sorted: "a=8,b=8"
+     (empty: the catalog's counts). Fails on a count that is not a positive integer, and
+     when a partitioned service's co-partitioned topics would get different counts (the
+     service would refuse to start: peloton.bus.routing.check_copartitioned). Topic names
+     are checked by the services' own parser (peloton.bus.partitions; the topics hook
+     fails first). */}}
+{{- define "peloton.topicPartitions" -}}
+{{- $counts := .Values.topics.partitions | default dict -}}
+{{- $items := list -}}
+{{- range $name := keys $counts | sortAlpha -}}
+{{- $count := toString (index $counts $name) -}}
+{{- if not (regexMatch "^[1-9][0-9]*$" $count) -}}
+{{- fail (printf "topics.partitions.%s must be a positive integer, not %q" $name $count) -}}
+{{- end -}}
+{{- $items = append $items (printf "%s=%s" $name $count) -}}
+{{- end -}}
+{{- range $service, $spec := (include "peloton.partitionedServices" . | fromYaml) -}}
+{{- if include "peloton.isPartitioned" (dict "root" $ "name" $service) -}}
+{{- $got := dict -}}
+{{- $seen := dict -}}
+{{- range $t := $spec.topics -}}
+{{- $n := toString (index $counts $t | default $spec.defaultPartitions) -}}
+{{- $_ := set $got $t $n -}}
+{{- $_ := set $seen $n true -}}
+{{- end -}}
+{{- if gt (len $seen) 1 -}}
+{{- $pairs := list -}}
+{{- range $t := $spec.topics -}}
+{{- $pairs = append $pairs (printf "%s=%s" $t (index $got $t)) -}}
+{{- end -}}
+{{- fail (printf "topics.partitions: %s is partitioned, so its co-partitioned topics need one partition count (a topic not listed has the catalog's %v); got %s" $service $spec.defaultPartitions (join ", " $pairs)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $items -}}
+{{- end -}}
+
 {{/* The shared settings as a flat map: the ConfigMap's data, and the inline env of the
      topics hook (which runs before the ConfigMap exists). Validates the security values. */}}
 {{- define "peloton.configData" -}}
@@ -86,6 +147,9 @@ PELOTON_KAFKA_SSL_KEY_FILE: {{ printf "%s/%s" (include "peloton.kafkaTlsDir" .) 
 {{- end }}
 {{- end }}
 PELOTON_TOPIC_REPLICATION: {{ .Values.topics.replication | quote }}
+{{- with (include "peloton.topicPartitions" .) }}
+PELOTON_TOPIC_PARTITIONS: {{ . | quote }}
+{{- end }}
 {{- if .Values.topics.minInsyncReplicas }}
 PELOTON_TOPIC_MIN_INSYNC_REPLICAS: {{ .Values.topics.minInsyncReplicas | quote }}
 {{- end }}
@@ -209,4 +273,59 @@ tolerations:
 {{- end }}
 securityContext:
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- end -}}
+
+{{/* The pod template of a control-plane service (a Deployment's or a StatefulSet's):
+     (dict "root" $ "c" (dict "name" "jobmgr" "values" .Values.jobmgr "args" (list ...))) */}}
+{{- define "peloton.controlPlanePodTemplate" -}}
+{{- $root := .root -}}
+{{- $c := .c -}}
+{{- $sel := dict "root" $root "component" $c.name -}}
+metadata:
+  labels:
+    {{- include "peloton.selectorLabels" $sel | nindent 4 }}
+  annotations:
+    checksum/config: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
+    {{- with $root.Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  {{- with (include "peloton.podSpecCommon" $root) }}{{- . | nindent 2 }}{{- end }}
+  {{- if $root.Values.affinity }}
+  affinity:
+    {{- toYaml $root.Values.affinity | nindent 4 }}
+  {{- else if gt (int $c.values.replicas) 1 }}
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          podAffinityTerm:
+            topologyKey: kubernetes.io/hostname
+            labelSelector:
+              matchLabels:
+                {{- include "peloton.selectorLabels" $sel | nindent 16 }}
+  {{- end }}
+  containers:
+    - name: {{ $c.name }}
+      image: {{ include "peloton.image" $root | quote }}
+      imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+      command: ["python", "-m", "peloton.serve"]
+      args:
+        {{- toYaml $c.args | nindent 8 }}
+      {{- include "peloton.env" $root | nindent 6 }}
+        - name: PELOTON_HEALTH_PORT
+          value: {{ $root.Values.healthPort | quote }}
+      ports:
+        - name: health
+          containerPort: {{ $root.Values.healthPort }}
+          protocol: TCP
+      {{- include "peloton.probes" (dict "root" $root "port" "health") | nindent 6 }}
+      securityContext:
+        {{- toYaml $root.Values.securityContext | nindent 8 }}
+      volumeMounts:
+        {{- include "peloton.volumeMounts" $root | nindent 8 }}
+      resources:
+        {{- toYaml $c.values.resources | nindent 8 }}
+  volumes:
+    {{- include "peloton.volumes" $root | nindent 4 }}
 {{- end -}}

@@ -30,6 +30,20 @@ Bounded state and idempotency: the runs the agent knows live in a `RunBook`
 memory) `retention_s` after its report reached the log; a launch redelivered after that is
 still not started again (the book's horizons, argued there).
 
+Two agents for one host (bad input): the newer registration wins, by the order of the
+host's HostRegistered records in the log (one key, one partition), the order the host
+manager reads them in. An agent's shell (`peloton.agent.shell`) hands it its hosts'
+HostRegistered records from before its own registration on; one of another incarnation
+read AFTER its own means another agent registered the host later: this agent logs it
+(warning), kills its runs without reporting them (the host manager already declared them
+lost when the newer incarnation replaced this one, as after an agent restart, and the job
+manager runs them again) and stops serving the host: no heartbeat, status or
+registration from it any more. One read before its own is an older agent it replaced.
+
+Heartbeats: every `heartbeat_s`; the first `heartbeat_phase_s` after the registration
+(a fleet spreads its hosts' phases over the interval, so each tick sends a slice of them,
+not all at once).
+
 Decide, publish, then commit: `tick` hands its statuses (and `after_replay` the
 registration) to the shell, which publishes them. The shell calls `discard_unpublished`
 right after a call whose events did not reach the log, before any other call; so when the
@@ -90,6 +104,7 @@ class AgentConfig:
     task_user: str | None = None  # None: peloton-task, else nobody (when root)
     confinement: str = "auto"  # auto | cgroup2 | rlimits
     sandbox_retention_s: float = DEFAULT_SANDBOX_RETENTION_S
+    heartbeat_phase_s: float = 0.0  # the first heartbeat after the registration (< heartbeat_s)
 
 
 class AgentCore:
@@ -120,15 +135,19 @@ class AgentCore:
         self._last_heartbeat = 0
         self._heartbeat_before = 0  # restored if the last heartbeat is discarded
         self._tasks: set[asyncio.Task[None]] = set()
+        self._own_registration_read = False
+        self.superseded_by: str | None = None  # the incarnation that replaced this agent
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         """The agent keeps no replayed state."""
 
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
         self._confirm(now)
-        if body["host"] != self.config.host:
+        if body["host"] != self.config.host or self.superseded_by is not None:
             return []
-        if etype == "TaskLaunchRequested" and body["incarnation"] == self.config.incarnation:
+        if etype == "HostRegistered":
+            self._registration_read(body["incarnation"])
+        elif etype == "TaskLaunchRequested" and body["incarnation"] == self.config.incarnation:
             at = int(body["at"])
             for launch in body["launches"]:
                 rid = run_id(launch["job_id"], launch["instance"], launch["run"])
@@ -145,6 +164,25 @@ class AgentCore:
                     self._pending.append(
                         _status(rid, RunState.KILLED.value, None, "killed before launch"))
         return []
+
+    def _registration_read(self, incarnation: str) -> None:
+        """A HostRegistered of this host, in log order (see the module doc)."""
+        if incarnation == self.config.incarnation:
+            self._own_registration_read = True
+            return
+        if not self._own_registration_read:
+            return  # written before ours: an older agent of this host, which ours replaced
+        self.superseded_by = incarnation
+        running = self.runner.running()
+        log.warning(
+            "agent %s: another agent registered this host after this one (incarnation %s "
+            "after %s): the newer one serves it; this agent stops serving it and kills its "
+            "%d run(s) unreported (the host manager declared them lost, as after an agent "
+            "restart)", self.config.host, incarnation, self.config.incarnation, len(running))
+        for rid in running:
+            self._spawn(self.runner.kill(rid, 0.0))
+        self._pending, self._sent = [], []
+        self._register_due = False
 
     def discard_unpublished(self) -> None:
         """The last call's events did not reach the log: send them again at the next tick
@@ -236,6 +274,9 @@ class AgentCore:
 
     def tick(self, now: int) -> list[Event]:
         self._confirm(now)
+        if self.superseded_by is not None:
+            self._pending = []  # the kills' reports: nobody needs them (module doc)
+            return []
         for rid in self.book.expire(now):
             self.runner.forget(rid)
         for probe in self.health.due(now):
@@ -279,9 +320,25 @@ class AgentCore:
             )
         return events
 
+    def next_heartbeat_ms(self) -> int:
+        """When this agent's next heartbeat is due (a fleet ticks only agents with
+        something due: this, or `quiet()` False)."""
+        return self._last_heartbeat + round(self.config.heartbeat_s * 1000)
+
+    def quiet(self) -> bool:
+        """Whether a tick before `next_heartbeat_ms()` would do nothing: nothing to report
+        or confirm, no run known, no health check, no sandbox to collect."""
+        return (not self._pending and not self._sent and not self._register_sent
+                and not self._register_due and not len(self.book) and not len(self.health)
+                and self.process_runner is None
+                and self._last_heartbeat == self._heartbeat_before)
+
     def after_replay(self, now: int) -> list[Event]:
         self._confirm(now)
         self._register_sent = True
+        # the first heartbeat `heartbeat_phase_s` from now (then every `heartbeat_s`)
+        self._last_heartbeat = self._heartbeat_before = (
+            now - round((self.config.heartbeat_s - self.config.heartbeat_phase_s) * 1000))
         return self._registration(now)
 
     def _registration(self, now: int) -> list[Event]:

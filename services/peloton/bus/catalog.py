@@ -27,8 +27,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Topic", "Field", "Batch", "KeyRule", "TOPICS", "SNAPSHOT_TOPICS", "topic",
-           "topic_for_event", "key_rule", "snapshot_topic", "DEAD_LETTER"]
+from peloton.bus.partitions import configured
+
+__all__ = ["Topic", "Field", "Batch", "KeyRule", "TOPICS", "SNAPSHOT_TOPICS",
+           "INTERNAL_TOPICS", "ALL_TOPICS", "topic", "topic_for_event", "key_rule",
+           "snapshot_topic", "DEAD_LETTER"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +135,33 @@ SNAPSHOT_TOPICS: tuple[Topic, ...] = tuple(
           doc=f"{s}'s core snapshots: chunks, then a manifest naming them")
     for s in SNAPSHOT_SERVICES)
 
+#: Internal inbox topics of partitioned services (`peloton.bus.routing`): a router
+#: re-publishes the parts of other topics' facts there, split by the service's shard key,
+#: so each instance reads only the partitions it owns. They carry events declared on
+#: public topics (not in `topic_for_event`), are read by their service alone (never by the
+#: read model), and must have the partition count of the service's own topics (checked by
+#: `peloton.bus.routing.check_copartitioned`).
+INTERNAL_TOPICS: tuple[Topic, ...] = (
+    Topic("jobmgr-inbox", "job_id", 4,
+          ("TasksAdmitted", "PlacementMade", "PlacementFailed", "PlacementRejected",
+           "TaskLaunchRequested", "TaskStatusReported", "HostLost", "TasksPreempted"),
+          doc="the job manager's share of other services' facts, split by job (internal: "
+              "written by the job router, read by the job manager instance that owns the "
+              "partition)"),
+    Topic("hostmgr-inbox", "host", 4,
+          ("PlacementMade", "PlacementRejected", "OfferReceived", "HostLost"),
+          doc="the host manager's share of placements, its refusals and offers, and lost "
+              "hosts, split by host (internal: written by the host router, read by the host "
+              "manager instance that owns the partition)"),
+)
+# partition counts are configuration (`peloton.bus.partitions`, PELOTON_TOPIC_PARTITIONS):
+# the numbers above are the defaults
+TOPICS, INTERNAL_TOPICS = configured((TOPICS, INTERNAL_TOPICS))
+#: every topic the shells create: events, internal inboxes, snapshots
+ALL_TOPICS: tuple[Topic, ...] = (*TOPICS, *INTERNAL_TOPICS, *SNAPSHOT_TOPICS)
+
 DEAD_LETTER = "dead-letters"
-_BY_NAME = {t.name: t for t in TOPICS}
+_BY_NAME = {t.name: t for t in (*TOPICS, *INTERNAL_TOPICS)}
 _BY_EVENT = {e: t for t in TOPICS for e in t.events}
 
 

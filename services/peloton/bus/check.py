@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastavro.validation import ValidationError, validate
 
-from peloton.bus.catalog import topic_for_event
+from peloton.bus.catalog import topic, topic_for_event
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.keys import key_of
 from peloton.model.event import Event
@@ -28,6 +28,8 @@ def check_event(ev: Event, codec: Codec | None = None) -> None:
         topic_for_event(ev.type)
     except KeyError:
         raise EventCheckError(f"{ev.type}: not in the topic catalog") from None
+    if ev.topic is not None and ev.type not in topic(ev.topic).events:
+        raise EventCheckError(f"{ev.type}: not carried by {ev.topic}")
     if ev.type not in codec.event_types:
         raise EventCheckError(f"{ev.type}: no schema in schemas/")
     schema = codec.schema(ev.type)

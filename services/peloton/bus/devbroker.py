@@ -105,11 +105,13 @@ async def log_end_offsets(
     return ends
 
 
-def rejoin_as_dead_member(group_id: str) -> None:
+def rejoin_as_dead_member(group_id: str, member: str | None = None) -> None:
     """Against the dev broker, let a restart of `group_id`'s instance rejoin as its dead
-    member (module docstring); against Apache Kafka nothing (it evicts dead members)."""
+    member (module docstring); against Apache Kafka nothing (it evicts dead members).
+    `member` names the instance when several share the group (a partitioned service):
+    each remembers its own member id."""
     if is_dev_broker():
-        MemberMemory.install(group_id)
+        MemberMemory.install(group_id, member)
 
 
 class MemberMemory:
@@ -119,9 +121,11 @@ class MemberMemory:
 
     _groups: dict[str, MemberMemory] = {}
 
-    def __init__(self, group_id: str, directory: Path | None = None) -> None:
+    def __init__(self, group_id: str, directory: Path | None = None,
+                 member: str | None = None) -> None:
         self.group_id = group_id
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in group_id)
+        name = group_id if member is None else f"{group_id}@{member}"
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         self.path = (directory or _state_dir()) / f"{safe}.member.json"
 
     def recall(self) -> str | None:
@@ -148,10 +152,10 @@ class MemberMemory:
             tmp.replace(self.path)
 
     @classmethod
-    def install(cls, group_id: str) -> None:
+    def install(cls, group_id: str, member: str | None = None) -> None:
         """Make aiokafka's group coordinator for `group_id` start from the remembered
         member id and remember the ids it is given (idempotent)."""
-        cls._groups.setdefault(group_id, cls(group_id))
+        cls._groups.setdefault(group_id, cls(group_id, member=member))
         _patch_coordinator()
 
 

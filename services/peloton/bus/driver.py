@@ -75,9 +75,14 @@ class CoreDriver:
         leading: Callable[[], bool] = lambda: True, instance: str = "1",
         snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
         core_factory: Callable[[], Any] | None = None, clock: Callable[[], int] = now_ms,
-        snapshots: bool = True,
+        snapshots: bool = True, takes: Callable[[str, int], bool] | None = None,
+        snapshot_service: str | None = None,
     ) -> None:
         self.name = name
+        #: the partitions this driver's core reads (None: all; a shard: its own)
+        self.takes = takes
+        #: whose snapshot topic it writes to (a shard: its service's; headers name `name`)
+        self.snapshot_service = snapshot_service or name
         self.instance = instance
         self.core = core
         self.bootstrap = bootstrap
@@ -111,7 +116,8 @@ class CoreDriver:
     def snapshots_enabled(self) -> bool:
         return (self.snapshots and bool(self.core.replay)
                 and callable(getattr(self.core, "snapshot", None))
-                and any(t.name == f"{self.name}-snapshots" for t in SNAPSHOT_TOPICS))
+                and any(t.name == f"{self.snapshot_service}-snapshots"
+                        for t in SNAPSHOT_TOPICS))
 
     @property
     def last_snapshot_ms(self) -> int | None:
@@ -201,7 +207,8 @@ class CoreDriver:
 
         replayed = await replay_topics(self.bootstrap, list(self.core.replay), self.codec,
                                        fold, start=start,
-                                       skip=getattr(self.core, "replay_skips", ()))
+                                       skip=getattr(self.core, "replay_skips", ()),
+                                       takes=self.takes)
         for tp, offset in replayed.items():
             self.positions[tp] = offset  # a rebuild resets replay topics to the log end
         self.folded_since_snapshot = folded
@@ -216,7 +223,8 @@ class CoreDriver:
             return []
         if not read_topic:
             return [] if self._last_snapshot is None else [self._last_snapshot]
-        found, reasons = await read_snapshots(self.bootstrap, snapshot_topic(self.name),
+        found, reasons = await read_snapshots(self.bootstrap,
+                                              snapshot_topic(self.snapshot_service),
                                               self.name, self._core_version())
         if reasons:
             log.warning("%s: snapshots skipped: %s", self.name, "; ".join(reasons))
@@ -542,8 +550,8 @@ class CoreDriver:
             header = SnapshotHeader(FORMAT, self.name, self._core_version(), positions,
                                     created, f"{self.instance}-{created}-{uuid.uuid4().hex[:8]}")
             try:
-                await write_snapshot(self.publisher, snapshot_topic(self.name), header,
-                                     blob)
+                await write_snapshot(self.publisher, snapshot_topic(self.snapshot_service),
+                                     header, blob)
             except PublishError as exc:
                 log.warning("%s: snapshot not written: %s", self.name, exc)
                 return False

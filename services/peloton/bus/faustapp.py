@@ -24,7 +24,7 @@ from typing import Any
 import faust
 from faust.tables.manager import TableManager
 
-from peloton.bus.catalog import SNAPSHOT_TOPICS, TOPICS
+from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS
 from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_as_dead_member
 from peloton.bus.kafkaconfig import client_settings, faust_settings, ssl_context
 from peloton.bus.kafkaconfig import from_env as kafka_from_env
@@ -34,7 +34,10 @@ __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
 
 
-def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: Any) -> faust.App:
+def make_app(app_id: str, bootstrap: str, web_port: int | None = None,
+             member: str | None = None, **extra: Any) -> faust.App:
+    """A Faust app (= consumer group `app_id`); `member` names this instance when several
+    instances share the group (a partitioned service, `peloton.bus.partitioned`)."""
     kafka = kafka_from_env()
     settings: dict[str, Any] = dict(
         broker=f"kafka://{bootstrap}",
@@ -55,11 +58,11 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None, **extra: 
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
         TableManager=_TableManager,
-        datadir=str(_faust_dir(app_id)),
+        datadir=str(_faust_dir(app_id if member is None else f"{app_id}@{member}")),
     )
     settings.update(extra)
     patch_faust_fetch_wait()
-    rejoin_as_dead_member(app_id)
+    rejoin_as_dead_member(app_id, member)
     return faust.App(app_id, **settings)
 
 
@@ -105,7 +108,7 @@ async def ensure_topics(bootstrap: str) -> None:
         replication = topics.replication
         missing = [NewTopic(t.name, t.partitions, replication,
                             topic_configs={} if dev else topics.event_config())
-                   for t in TOPICS if t.name not in existing]
+                   for t in (*TOPICS, *INTERNAL_TOPICS) if t.name not in existing]
         missing += [NewTopic(t.name, t.partitions, replication,
                              topic_configs={} if dev else topics.snapshot_config())
                     for t in SNAPSHOT_TOPICS if t.name not in existing]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from peloton.bus.catalog import Batch, key_rule
+from peloton.bus.catalog import Batch, key_rule, topic, topic_for_event
+from peloton.model.event import Event
 
-__all__ = ["key_of", "record_key"]
+__all__ = ["key_of", "record_key", "record_target"]
 
 
 def key_of(etype: str, body: dict[str, Any]) -> str:
@@ -30,3 +31,12 @@ def key_of(etype: str, body: dict[str, Any]) -> str:
 
 def record_key(etype: str, body: dict[str, Any]) -> bytes:
     return key_of(etype, body).encode()
+
+
+def record_target(ev: Event) -> tuple[str, bytes]:
+    """The (topic, record key) an event is written to: its type's catalog topic and the
+    key rule's key; for a router's part of a fact (`ev.topic` set: an internal inbox,
+    `peloton.bus.routing`) that topic and the key the router chose."""
+    if ev.topic is None:
+        return topic_for_event(ev.type).name, record_key(ev.type, ev.body)
+    return topic(ev.topic).name, ev.key.encode()

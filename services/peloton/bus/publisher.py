@@ -17,11 +17,10 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from peloton.bus.catalog import topic_for_event
 from peloton.bus.codec import Codec
 from peloton.bus.devbroker import producer_settings
 from peloton.bus.kafkaconfig import client_settings
-from peloton.bus.keys import record_key
+from peloton.bus.keys import record_target
 from peloton.model.event import Event
 
 __all__ = ["Publisher", "PublishError", "Delivered"]
@@ -57,8 +56,7 @@ class Publisher:
     def encode(self, events: Sequence[Event]) -> list[tuple[str, bytes, bytes]]:
         """The (topic, key, value) records of `events`; raises `EncodeError` (or
         `KeyError` for a type no topic carries) before anything is sent."""
-        return [(topic_for_event(ev.type).name, record_key(ev.type, ev.body),
-                 self.codec.encode(ev.type, ev.body)) for ev in events]
+        return [(*record_target(ev), self.codec.encode(ev.type, ev.body)) for ev in events]
 
     async def publish(self, events: Sequence[Event]) -> list[Delivered]:
         return await self.send_all(self.encode(events))

@@ -39,8 +39,10 @@ async def replay_topics(
     progress: Callable[[int], None] | None = None,
     start: Positions | None = None,
     skip: Collection[str] = (),
+    takes: Callable[[str, int], bool] | None = None,
 ) -> Positions:
-    """Fold every record of `topics` from `start` (0 where absent) to the log end."""
+    """Fold every record of `topics` from `start` (0 where absent) to the log end; with
+    `takes`, only the partitions it accepts (a shard of a partitioned service)."""
     start = start or {}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
@@ -49,7 +51,8 @@ async def replay_topics(
     positions: Positions = {}
     try:
         partitions = [TopicPartition(t, p) for t in topics
-                      for p in sorted(consumer.partitions_for_topic(t) or ())]
+                      for p in sorted(consumer.partitions_for_topic(t) or ())
+                      if takes is None or takes(t, p)]
         if not partitions:
             return positions
         consumer.assign(partitions)

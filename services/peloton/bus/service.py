@@ -50,10 +50,12 @@ Contract: decide, publish, then commit (the same for every service).
    is a full replay.
 A service with a `leader_key` elects a leader through etcd: every instance folds every
 record (a hot standby), only the leader ticks, publishes and snapshots, and it checks that
-it still holds the lease right before publishing. A standby's decisions are undone as in
-4 (its rebuilds skip `after_replay`); an instance that wins the lease starts from the log
-and publishes its `after_replay` backlog (it rebuilds first, newest snapshot plus tail,
-if it has replay topics it does not consume live).
+it still holds the lease right before publishing. The election runs on its own thread
+(`peloton.ha.threaded`): a decision that holds the event loop for longer than the lease
+TTL does not depose the leader; a loop stalled for `MAX_STALL_S` does. A standby's
+decisions are undone as in 4 (its rebuilds skip `after_replay`); an instance that wins
+the lease starts from the log and publishes its `after_replay` backlog (it rebuilds
+first, newest snapshot plus tail, if it has replay topics it does not consume live).
 
 A replay topic the core does not consume live (the job manager's job-events) must be
 written by this service alone: its position is the offset of the shell's own last
@@ -151,9 +153,12 @@ class ServiceShell:
         if leader_key is not None:
             if etcd is None:
                 raise ValueError(f"{name}: leader election needs an etcd endpoint")
-            from peloton.ha.election import LeaderElection
+            from peloton.ha.threaded import ThreadedElection
 
-            self.election = LeaderElection(etcd, leader_key, f"{name}-{instance}", ttl=lease_ttl)
+            # on its own thread: a decision that holds the loop for longer than the lease
+            # does not depose the leader (a hung loop still does, peloton.ha.threaded)
+            self.election = ThreadedElection(etcd, leader_key, f"{name}-{instance}",
+                                             ttl=lease_ttl)
         self.driver = CoreDriver(name, core, bootstrap, self.codec, leading=self.leading,
                                  instance=instance, snapshot_interval_s=snapshot_interval_s,
                                  snapshot_every=snapshot_every, core_factory=core_factory,

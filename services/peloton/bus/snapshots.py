@@ -48,6 +48,7 @@ MAGIC = b"PLSN"
 _WINDOW = 64  # records read per step backwards from the log end
 _TRIES = 3  # manifests tried before giving up
 _GARBAGE = 16  # foreign records met before giving up
+_FOREIGN = 512  # other services' manifests passed over before giving up (shards share)
 
 
 class SnapshotUnreadable(ValueError):
@@ -152,12 +153,17 @@ async def read_snapshots(bootstrap: str, topic: str, service: str, core_version:
             return found, [f"no topic {topic}"]
         consumer.assign([tp])
         end = (await log_end_offsets(consumer, [tp]))[tp]
-        tried = 0
+        tried = foreign = 0
         async for offset, manifest in _manifests_backwards(consumer, tp, end):
             if isinstance(manifest, SnapshotUnreadable):
                 reasons.append(f"@{offset}: {manifest}")
                 if len(reasons) >= _GARBAGE:
                     break  # a topic of foreign records: do not read it all
+                continue
+            if _sibling(manifest.get("service"), service, topic):
+                foreign += 1  # another shard's on a shared topic: not a reason, not a try
+                if foreign >= _FOREIGN:
+                    break
                 continue
             tried += 1
             try:
@@ -169,6 +175,14 @@ async def read_snapshots(bootstrap: str, topic: str, service: str, core_version:
         return found, reasons
     finally:
         await consumer.stop()
+
+
+def _sibling(other: Any, service: str, topic: str) -> bool:
+    """Whether a manifest is another shard's of the service that owns `topic` (the shards
+    of a partitioned service, `<service>-p<k>`, share its snapshot topic)."""
+    owner = topic.removesuffix("-snapshots")
+    return (isinstance(other, str) and other != service
+            and (other == owner or other.startswith(f"{owner}-p")))
 
 
 async def read_newest(bootstrap: str, topic: str, service: str, core_version: int) -> Snapshot:

@@ -101,6 +101,91 @@ def register(app: typer.Typer) -> typer.Typer:
         if result["jobs_not_terminal"]:
             raise typer.Exit(1)
 
+    @bench.command("agents")
+    def agents_cmd(
+        idle_hosts: Annotated[int, typer.Option(help="(a) simulated hosts, idle")] = 1_000,
+        idle_heartbeat: Annotated[float, typer.Option(help="(a) heartbeat, s")] = 1.0,
+        idle_seconds: Annotated[float, typer.Option(help="(a) CPU window, s")] = 20.0,
+        hosts: Annotated[int, typer.Option(
+            help="(b) simulated hosts registered and offered (0: skip (b))")] = 10_000,
+        agent_processes: Annotated[int, typer.Option(help="(b) agent processes")] = 2,
+        heartbeat: Annotated[float, typer.Option(
+            help="(b) heartbeat, s (the host manager's timeout: 3x)")] = 10.0,
+        run_dir: Annotated[Path | None, typer.Option(
+            help="keep the logs here (default: a temporary directory)")] = None,
+        output: Output = "table",
+    ) -> None:
+        """Agents at scale: (a) idle CPU of the broker plus the agent processes serving
+        1,000 simulated hosts (goal < 0.3 core); (b) 10,000 simulated hosts registered and
+        offered by the host manager (goal < 60 s). Exit status 1 if a goal is missed."""
+        from peloton.minicluster.agentbench import agents_bench
+
+        with _bar("agents") as update:
+            result = agents_bench(idle_hosts=idle_hosts, idle_heartbeat_s=idle_heartbeat,
+                                  idle_s=idle_seconds, hosts=hosts,
+                                  processes=agent_processes, heartbeat_s=heartbeat,
+                                  progress=update, run_dir=run_dir)
+        show(result, output, "agents at scale")
+        if not all(v for k, v in result.items() if "_goal_" in k):
+            raise typer.Exit(1)
+
+    @bench.command("scale")
+    def scale_cmd(
+        tasks: Annotated[int, typer.Option(help="tasks in the largest wave")] = 100_000,
+        hosts: Annotated[int, typer.Option(
+            help="simulated hosts (the goal is 10,000: README, what blocks it)")] = 1_000,
+        agent_processes: Annotated[int, typer.Option(
+            help="processes serving the simulated hosts")] = 2,
+        paced: Annotated[list[float] | None, typer.Option(
+            help="paced waves at this fraction of the reference rate (repeatable; "
+                 "default 0.25 0.5 0.75)")] = None,
+        paced_s: Annotated[float, typer.Option(help="length of each paced wave, s")] = 20.0,
+        max_rate: Annotated[float, typer.Option(
+            help="reference rate of the paced waves, tasks/s (0: the 'small 10%' wave's)")]
+        = 0.0,
+        quick: Annotated[bool, typer.Option(
+            help="a small try: --tasks 10000, one paced wave at 0.5 for 5 s")]
+        = False,
+        config: Annotated[list[str] | None, typer.Option(
+            help="run only these configurations (repeatable; default all)")] = None,
+        seed: int = 7,
+        timeout: Annotated[float, typer.Option(help="longest wave, s")] = 900.0,
+        plot: Annotated[Path | None, typer.Option(
+            help="write the plot here (e.g. docs/bench-scale.png)")] = None,
+        run_dir: Annotated[Path | None, typer.Option(
+            help="keep the clusters' logs here (default: a temporary directory)")] = None,
+        output: Output = "table",
+    ) -> None:
+        """Waves of small and large jobs over many simulated hosts, per cluster
+        configuration: tasks/s, p50/p99 submit -> RUNNING, CPU s per 1,000 tasks per
+        service, the ratio to the raw bus, cost per task at 10x the tasks (exit status 1
+        if a configuration failed or left jobs not terminal)."""
+        from peloton.minicluster.scalebench import CONFIGS, scale, tables
+        from peloton.minicluster.scalebench import plot as draw
+
+        if quick:
+            tasks, paced, paced_s = 10_000, paced or [0.5], 5.0
+        chosen = [c for c in CONFIGS if not config or c.name in config]
+        if not chosen:
+            raise typer.BadParameter(f"no such configuration; known: "
+                                     f"{', '.join(c.name for c in CONFIGS)}")
+        with _bar("scale") as update:
+            result = scale(tasks, hosts, agent_processes, chosen,
+                           paced if paced is not None else (0.25, 0.5, 0.75), paced_s,
+                           max_rate, seed=seed, timeout_s=timeout, run_dir=run_dir,
+                           progress=update)
+        if plot is not None:
+            draw(result, plot)
+        if output == "json":
+            print(json.dumps(result, indent=2))
+        else:
+            console = Console(width=max(Console().width, 160))
+            for table in tables(result):
+                console.print(table)
+        if any("error" in c or any(r["jobs_not_terminal"] for r in c["waves"])
+               for c in result["configs"]):
+            raise typer.Exit(1)
+
     @bench.command("workloads")
     def workloads_cmd(hosts: int = 500, instances: int = 2_000, seed: int = 1,
                       output: Output = "table") -> None:
@@ -172,5 +257,15 @@ def register(app: typer.Typer) -> typer.Typer:
             result[f"cycle_ms_{n}_pools"] = r["cycle_ms"]
         result.update({f"admission_{k}": v for k, v in admission_bench(10_000).items()})
         show(result, output, "resource manager")
+
+    @bench.command("backlog")
+    def backlog_cmd(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
+                    ticks: int = 5, seed: int = 7, output: Output = "table") -> None:
+        """CPU seconds of the resource manager's tick with `jobs` jobs (1-8 tasks) queued
+        at once on `hosts` hosts of 64 cpus (peloton.resmgr.backlogbench)."""
+        from peloton.resmgr.backlogbench import backlog_tick_bench
+
+        show(backlog_tick_bench(jobs, hosts, task_cpu, ticks, seed), output,
+             "resource manager tick with a backlog")
 
     return bench

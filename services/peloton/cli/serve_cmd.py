@@ -33,6 +33,17 @@ HealthPort = Annotated[int | None, typer.Option(
          "health server")]
 HealthBind = Annotated[str, typer.Option(
     envvar="PELOTON_HEALTH_BIND", help="address the health server listens on")]
+Partitioned = Annotated[bool, typer.Option(
+    help="run as one instance of the partitioned service (its keys spread over every "
+         "instance of the consumer group peloton-<service>; peloton.bus.partitioned)")]
+Instance = Annotated[str, typer.Option(
+    help="this instance's name (partitioned: unique in the group, stable across "
+         "restarts, e.g. the StatefulSet pod name)")]
+StaticMembership = Annotated[bool, typer.Option(
+    envvar="PELOTON_STATIC_MEMBERSHIP",
+    help="partitioned: join the group with group.instance.id peloton-<service>-<instance> "
+         "(Kafka static membership: a restarted instance takes its partitions back "
+         "without a rebalance)")]
 LogFormatOption = Annotated[LogFormat, typer.Option(
     envvar="PELOTON_LOG_FORMAT", case_sensitive=False,
     help="text, or json: one JSON object per line (ts, level, logger, message, service)")]
@@ -41,6 +52,16 @@ LogFormatOption = Annotated[LogFormat, typer.Option(
 def snapshot_options(interval: float, every: int, enabled: bool) -> dict[str, Any]:
     """The ServiceShell keyword arguments of the snapshot options."""
     return {"snapshot_interval_s": interval, "snapshot_every": every, "snapshots": enabled}
+
+
+def run_partitioned(name: str, instance: str, route: Any, factory: Any, bootstrap: str,
+                    log_format: LogFormat, static_membership: bool, **options: Any) -> None:
+    """Run one instance of a partitioned service (`peloton.bus.partitioned`)."""
+    from peloton.bus.partitioned import PartitionedShell
+
+    _logging(f"{name}-{instance}", log_format)
+    PartitionedShell(name, instance, route, factory, bootstrap,
+                     static_membership=static_membership, **options).run()
 
 
 def health_options(port: int | None, bind: str) -> dict[str, Any]:
@@ -65,11 +86,23 @@ def build() -> typer.Typer:
                snapshot_interval: SnapshotInterval = 10.0,
                snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
                health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
-               log_format: LogFormatOption = LogFormat.text) -> None:
+               log_format: LogFormatOption = LogFormat.text,
+               partitioned: Partitioned = False, instance: Instance = "1",
+               static_membership: StaticMembership = False) -> None:
         """Job manager: validates jobs, owns task and job state."""
         from peloton.bus.service import ServiceShell
         from peloton.jobmgr.service import JobManagerCore
 
+        if partitioned:
+            from peloton.jobmgr.shard import JOB_ROUTE, JobShardCore
+
+            JobShardCore.from_env(os.environ)  # a bad setting fails here, once
+            run_partitioned("jobmgr", instance, JOB_ROUTE,
+                            lambda p: JobShardCore.from_env(os.environ), bootstrap,
+                            log_format, static_membership,
+                            **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                            **health_options(health_port, health_bind))
+            return
         _logging("jobmgr", log_format)
         ServiceShell("jobmgr", "1", JobManagerCore.from_env(os.environ), bootstrap,
                      **snapshot_options(snapshot_interval, snapshot_every, snapshots),
@@ -77,14 +110,30 @@ def build() -> typer.Typer:
 
     @serve.command("hostmgr")
     def hostmgr(bootstrap: Bootstrap = "127.0.0.1:9092", etcd: Etcd = None,
-                heartbeat_timeout: float = 5.0, instance: str = "1",
+                heartbeat_timeout: Annotated[float, typer.Option(
+                    envvar="PELOTON_HEARTBEAT_TIMEOUT_S",
+                    help="a host silent this long is lost; keep it 3x the agents' "
+                         "--heartbeat or more")] = 5.0,
+                instance: str = "1",
                 snapshot_interval: SnapshotInterval = 10.0,
                 snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
                 health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
-                log_format: LogFormatOption = LogFormat.text) -> None:
+                log_format: LogFormatOption = LogFormat.text,
+                partitioned: Partitioned = False,
+                static_membership: StaticMembership = False) -> None:
         """Host manager: hosts, offers, placement validation, launches, lost hosts."""
         from peloton.bus.service import ServiceShell
         from peloton.hostmgr.service import HostManagerCore
+
+        if partitioned:
+            from peloton.hostmgr.shard import HOST_ROUTE, HostShardCore
+
+            run_partitioned("hostmgr", instance, HOST_ROUTE,
+                            lambda p: HostShardCore(heartbeat_timeout), bootstrap,
+                            log_format, static_membership,
+                            **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                            **health_options(health_port, health_bind))
+            return
 
         _logging(f"hostmgr-{instance}", log_format)
         ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
@@ -137,10 +186,21 @@ def build() -> typer.Typer:
                   instance: str = "1", snapshot_interval: SnapshotInterval = 10.0,
                   snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
                   health_port: HealthPort = None, health_bind: HealthBind = "0.0.0.0",
-                  log_format: LogFormatOption = LogFormat.text) -> None:
+                  log_format: LogFormatOption = LogFormat.text,
+                  partitioned: Partitioned = False,
+                  static_membership: StaticMembership = False) -> None:
         """Placement engine: places admitted tasks on offered hosts in rounds."""
         from peloton.bus.service import ServiceShell
         from peloton.placement.service import PlacementCore
+
+        if partitioned:  # several engines, each placing the pools of its partitions
+            from peloton.placement.shard import PLACEMENT_ROUTE, PlacementShardCore
+
+            run_partitioned("placement", instance, PLACEMENT_ROUTE, PlacementShardCore,
+                            bootstrap, log_format, static_membership,
+                            **snapshot_options(snapshot_interval, snapshot_every, snapshots),
+                            **health_options(health_port, health_bind))
+            return
 
         _logging(f"placement-{instance}", log_format)
         ServiceShell("placement", instance, PlacementCore(), bootstrap, etcd=etcd,
@@ -150,7 +210,8 @@ def build() -> typer.Typer:
 
     @serve.command("agent")
     def agent(
-        host: Annotated[str, typer.Option(help="host name")],
+        host: Annotated[str | None, typer.Option(
+            help="host name (required unless --hosts)")] = None,
         bootstrap: Bootstrap = "127.0.0.1:9092",
         cpu: float = 4.0, memory: float = 4096.0, disk: float = 10240.0, gpu: float = 0.0,
         label: Annotated[list[str] | None, typer.Option(help="k=v, repeatable")] = None,
@@ -160,7 +221,11 @@ def build() -> typer.Typer:
         advertise_host: Annotated[str | None, typer.Option(
             help="address others reach this agent's logs at (default: the bind address)")] =
         None,
-        simulated: bool = False, heartbeat: float = 1.0,
+        simulated: bool = False,
+        heartbeat: Annotated[float, typer.Option(
+            envvar="PELOTON_HEARTBEAT_S",
+            help="seconds between heartbeats (the host manager's --heartbeat-timeout: 3x "
+                 "or more)")] = 1.0,
         port_range: str = "31000-32000",
         health_port: HealthPort = None,
         health_bind: HealthBind = "0.0.0.0",
@@ -175,14 +240,39 @@ def build() -> typer.Typer:
         sandbox_retention: Annotated[float, typer.Option(
             envvar="PELOTON_SANDBOX_RETENTION_S",
             help="seconds a finished run's sandbox (and logs) is kept")] = 6 * 3600.0,
+        hosts: Annotated[int | None, typer.Option(
+            min=1, help="with --simulated: serve this many simulated hosts in this process, "
+                        "named <host-prefix><host-start + i> (peloton.minicluster.fleet)")] =
+        None,
+        host_prefix: Annotated[str, typer.Option(help="with --hosts: host name prefix")] =
+        "host-",
+        host_start: Annotated[int, typer.Option(help="with --hosts: first host number")] = 1,
     ) -> None:
-        """Host agent: runs task commands as real processes (or simulated)."""
+        """Host agent: runs task commands as real processes (or simulated; --hosts N: many
+        simulated hosts in one process). Reads only the launches and kills of its hosts
+        (peloton.agent.shell)."""
         from peloton.agent.app import AgentConfig, AgentCore
-        from peloton.bus.service import ServiceShell
+        from peloton.agent.shell import AgentShell
         from peloton.model.resources import Resources
 
-        _logging(f"agent-{host}", log_format)
         labels = dict(item.split("=", 1) for item in (label or []))
+        if hosts is not None:
+            from peloton.minicluster.fleet import AgentFleetCore, fleet_configs, host_names
+
+            if not simulated:
+                raise typer.BadParameter("--hosts needs --simulated (one real host per "
+                                         "agent process)")
+            names = host_names(hosts, host_prefix, host_start)
+            name = f"agent-fleet-{names[0]}"
+            _logging(name, log_format)
+            fleet = AgentFleetCore(fleet_configs(names, Resources(cpu, memory, disk, gpu),
+                                                 labels, heartbeat))
+            AgentShell(name, fleet, bootstrap, names,
+                       **health_options(health_port, health_bind)).run()
+            return
+        if host is None:
+            raise typer.BadParameter("--host is required (or --simulated --hosts N)")
+        _logging(f"agent-{host}", log_format)
         begin, end = (int(x) for x in port_range.split("-"))
         config = AgentConfig(
             host=host, incarnation=uuid.uuid4().hex[:12],
@@ -191,13 +281,9 @@ def build() -> typer.Typer:
             log_url=f"http://{advertise_host or web_bind}:{web_port}" if web_port else "",
             task_user=task_user, confinement=confinement,
             sandbox_retention_s=sandbox_retention)
-        core = AgentCore(config)
-        shell = ServiceShell(f"agent-{host}", "1", core, bootstrap,
-                             web_port=web_port or None, web_bind=web_bind,
-                             **health_options(health_port, health_bind))
-        if web_port:
-            _serve_logs(shell.app, core)
-        shell.run()
+        AgentShell(f"agent-{host}", AgentCore(config), bootstrap, [host],
+                   web_port=web_port or None, web_bind=web_bind,
+                   **health_options(health_port, health_bind)).run()
 
     @serve.command("api")
     def api(bootstrap: Bootstrap = "127.0.0.1:9092",
@@ -234,15 +320,3 @@ def build() -> typer.Typer:
 
     return serve
 
-
-def _serve_logs(faust_app: Any, core: Any) -> None:
-    from peloton.agent.errors import AgentError
-
-    @faust_app.page("/logs/{rid}/{stream}")
-    async def logs(self: Any, request: Any, rid: str, stream: str) -> Any:
-        tail = request.query.get("tail")
-        try:
-            data = core.read_log(rid, stream, int(tail) if tail else None)
-        except (AgentError, OSError, ValueError) as exc:
-            return self.json({"error": str(exc)}, status=404)
-        return self.bytes(data, content_type="text/plain")

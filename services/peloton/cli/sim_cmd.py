@@ -1,12 +1,15 @@
-"""`peloton sim run SCENARIO [--out DIR] [-o json|table] [--seed N]`: the cluster simulator.
+"""`peloton sim run SCENARIO [--out DIR] [-o json|table] [--seed N] [--engine E]`: the
+cluster simulator.
 
-Runs the scenario under simulated time on the production scheduling cores (see
-`peloton.sim`), with a progress bar on stderr (simulated time / end time), writes
-metrics.json and PNG plots into `--out` (default `sim-out/<scenario name>`), and prints
-a summary: a table (default) or JSON (`-o json`, every summary field plus the wall-time
-figures `wall_s`, `events_per_s`, `placements_per_s` and `peak_rss_mb`). This shell is
-the only place that reads the clock. An unreadable or invalid scenario: a message on
-stderr and exit code 2.
+Runs the scenario under simulated time, on the production services end to end in the
+in-memory runner (`--engine runner`, `peloton.sim.runner_engine`) or on the simulator's
+fast engine around the shared scheduling algorithms (`--engine fast`, `peloton.sim`);
+`auto` (the default) takes the runner up to `AUTO_RUNNER_MAX_HOSTS` hosts. A progress bar
+on stderr (simulated time / end time), metrics.json and PNG plots into `--out` (default
+`sim-out/<scenario name>`), and a summary: a table (default) or JSON (`-o json`, every
+summary field plus the wall-time figures `wall_s`, `events_per_s`, `placements_per_s`
+and `peak_rss_mb`). This shell is the only place that reads the clock. An unreadable or
+invalid scenario: a message on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ __all__ = ["register", "OutputFormat", "summary_table"]
 class OutputFormat(StrEnum):
     table = "table"
     json = "json"
+
+
+class Engine(StrEnum):
+    auto = "auto"
+    runner = "runner"
+    fast = "fast"
+
+
+#: `--engine auto` runs the production cores (the runner) up to this many hosts, the fast
+#: engine above (10,000 hosts and a million tasks take hours on the runner)
+AUTO_RUNNER_MAX_HOSTS = 1000
 
 
 def register(app: typer.Typer) -> None:
@@ -82,6 +96,12 @@ def run(
                                              "seed.")] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots",
                                         help="Write the PNG plots.")] = True,
+    engine: Annotated[Engine, typer.Option(
+        "--engine", help="runner: the production services end to end in the in-memory "
+        "runner; fast: the simulator's own engine around the shared algorithms; auto: the "
+        f"runner up to {AUTO_RUNNER_MAX_HOSTS:,} hosts, else fast.")] = Engine.auto,
+    step_ms: Annotated[int, typer.Option("--step-ms", min=10, help="The runner's step "
+                                         "(simulated ms; coarser is faster).")] = 500,
 ) -> None:
     """Simulate a scenario and report utilization, fairness, queueing and preemption."""
     import numpy as np
@@ -93,6 +113,7 @@ def run(
         write_metrics,
         write_report,
     )
+    from peloton.sim.runner_engine import RunnerSimulation
 
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -100,8 +121,15 @@ def run(
     except ScenarioError as exc:
         err.print(f"error: {scenario}: {exc}", markup=False)
         raise typer.Exit(2) from None
+    if engine is Engine.auto:
+        engine = Engine.runner if sc.host_count <= AUTO_RUNNER_MAX_HOSTS else Engine.fast
     started = time.perf_counter()
-    sim = Simulation(sc, np.random.default_rng(sc.seed), clock=time.perf_counter)
+    sim: Simulation | RunnerSimulation
+    if engine is Engine.runner:
+        sim = RunnerSimulation(sc, np.random.default_rng(sc.seed), clock=time.perf_counter,
+                               step_ms=step_ms)
+    else:
+        sim = Simulation(sc, np.random.default_rng(sc.seed), clock=time.perf_counter)
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.fields[now]}"), TimeElapsedColumn(),
                   console=err, transient=True, disable=not sys.stderr.isatty()) as bar:
@@ -111,6 +139,9 @@ def run(
             bar.update(task, completed=now, now=f"{now / 3600:.2f} h / {end / 3600:.2f} h")
 
         result = sim.run(progress)
+    for job, reasons in result.summary.get("jobs_rejected", {}).items():
+        err.print(f"warning: the job manager rejected job {job}: {'; '.join(reasons)}",
+                  markup=False)
     result.performance["total_wall_s"] = round(time.perf_counter() - started, 3)
     result.performance["peak_rss_mb"] = round(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -127,7 +158,8 @@ def run(
 
 
 def summary_table(f: dict[str, Any]) -> Table:
-    table = Table("figure", "value", title=f"sim {f['scenario']} (seed {f['seed']})")
+    table = Table("figure", "value", title=f"sim {f['scenario']} (seed {f['seed']}, "
+                                           f"{f.get('engine', 'fast')} engine)")
     ttc = f["time_to_entitlement_s"]
     rows = [
         ("hosts / tasks / jobs", f"{f['hosts']:,} / {f['tasks']:,} / {f['jobs']:,}"),
@@ -154,6 +186,8 @@ def summary_table(f: dict[str, Any]) -> Table:
         ("wasted cpu-s by preemption/loss", f"{f['wasted_cpu_s']:,.0f}"),
         ("host failures / tasks lost", f"{f['host_failures']:,} / {f['lost']:,}"),
         ("queued / running at end", f"{f['queued_at_end']:,} / {f['running_at_end']:,}"),
+        *([("jobs rejected (runner)", ", ".join(f["jobs_rejected"]))]
+          if f.get("jobs_rejected") else []),
         ("peak RSS", f"{f['peak_rss_mb']:,.0f} MB"),
         ("output", f["out"]),
     ]

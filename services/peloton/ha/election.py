@@ -108,6 +108,7 @@ class LeaderElection:
         recheck_interval: float | None = None,
         min_backoff: float = 0.1,
         max_backoff: float | None = None,
+        healthy: Callable[[], bool] | None = None,
     ) -> None:
         if ttl <= 0:
             raise ValueError(f"ttl must be positive, got {ttl}")
@@ -119,6 +120,10 @@ class LeaderElection:
         self.ttl = float(ttl)
         self.on_elected = on_elected
         self.on_deposed = on_deposed
+        #: asked before each refresh and each campaign: a candidate whose service is not
+        #: healthy (peloton.ha.threaded: its event loop stalled) neither keeps nor takes
+        #: the lease
+        self.healthy = healthy
         self.recheck_interval = recheck_interval if recheck_interval is not None else 2 * ttl
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff if max_backoff is not None else max(ttl, min_backoff)
@@ -227,6 +232,9 @@ class LeaderElection:
 
     async def _campaign_once(self) -> None:
         client = self._client
+        if self.healthy is not None and not self.healthy():
+            await asyncio.sleep(self.min_backoff)  # no campaign for a stalled service
+            return
         current = await client.get(self._key)
         if current is not None:
             self._holder = current.value.decode(errors="replace")
@@ -334,6 +342,8 @@ class LeaderElection:
             remaining = self._valid_until - sent
             if remaining <= 0:
                 return "a full ttl passed without a successful refresh"
+            if self.healthy is not None and not self.healthy():
+                return "the service stopped making progress (its event loop stalled)"
             try:
                 async with asyncio.timeout(remaining):
                     reply = await self._client.refresh_lease(lease.id)

@@ -26,7 +26,7 @@ from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_s
 from peloton.minicluster.cluster import AgentSpec, Layout, down, up
 from peloton.minicluster.load import job_body, wait_offers
 
-__all__ = ["raw_bus", "pipeline"]
+__all__ = ["raw_bus", "topic_ends", "pipeline"]
 
 Progress = Callable[[str, float], None]
 
@@ -73,7 +73,8 @@ async def raw_bus(bootstrap: str, events: int = 100_000) -> dict[str, float]:
         await producer.stop()
 
 
-async def _topic_ends(bootstrap: str) -> int:
+async def topic_ends(bootstrap: str) -> int:
+    """Records in every catalog topic (the sum of their partitions' end offsets)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
@@ -138,9 +139,9 @@ def pipeline(tasks: int = 10_000, jobs: int = 10, agents: int = 2, raw_events: i
             say("measuring raw bus throughput", 0.0)
             raw = asyncio.run(raw_bus(layout.bootstrap, raw_events))
             asyncio.run(wait_offers(layout.bootstrap, {a.name for a in layout.agents}, 60))
-            before = asyncio.run(_topic_ends(layout.bootstrap))
+            before = asyncio.run(topic_ends(layout.bootstrap))
             wall = asyncio.run(_run_jobs(layout.bootstrap, tasks, jobs, say))
-            records = asyncio.run(_topic_ends(layout.bootstrap)) - before
+            records = asyncio.run(topic_ends(layout.bootstrap)) - before
         finally:
             down(layout.run_dir)
     e2e = tasks / wall

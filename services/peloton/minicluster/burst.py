@@ -27,16 +27,19 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from peloton.minicluster.cluster import Layout, down, up
+from peloton.minicluster.cluster import Cluster, Layout, down, up
 from peloton.minicluster.fleet import start_fleets
 from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_offers
 from peloton.model.taskstate import TERMINAL
 
-__all__ = ["burst", "job_sizes"]
+__all__ = ["burst", "job_sizes", "BurstOutcome", "run_burst", "burst_figures", "terminal_ats",
+           "FleetCluster", "fleet_cluster"]
 
 Progress = Callable[[str, float], None]
 
@@ -46,15 +49,31 @@ def job_sizes(jobs: int, min_tasks: int, max_tasks: int, seed: int) -> list[int]
     return [rng.randint(min_tasks, max_tasks) for _ in range(jobs)]
 
 
-async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
-               settle_s: float, timeout_s: float, say: Progress,
-               rate: float = 0.0) -> dict[str, Any]:
+@dataclass
+class BurstOutcome:
+    """What one burst left: the jobs asked for (id -> tasks), when each was submitted (ms),
+    the follower holding their job-events history, and how the wait for them ended."""
+
+    wanted: dict[str, int]
+    submitted: dict[str, int]
+    follower: JobFollower
+    submit_s: float
+    wall_s: float
+    stop_reason: str
+
+
+async def run_burst(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
+                    settle_s: float, timeout_s: float, say: Progress, rate: float = 0.0,
+                    from_end: bool = False) -> BurstOutcome:
+    """Submit one job per size (all at once, or `rate` jobs/s) and follow job-events until
+    every job is terminal, nothing changed for `settle_s`, or `timeout_s` passed.
+    `from_end`: follow job-events from about its end (a later burst on the same cluster)."""
     tag = uuid.uuid4().hex[:6]
     wanted = {f"burst-{tag}-{j}": n for j, n in enumerate(sizes)}
     total = sum(sizes)
     follower = JobFollower(bootstrap)
     follower.want(wanted)
-    await follower.start()
+    await follower.start(from_end=from_end)
     try:
         say(f"submitting {len(wanted):,} jobs ({total:,} tasks)", 0.0)
         started = time.monotonic()
@@ -77,9 +96,20 @@ async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: fl
         wall_s = time.monotonic() - started
     finally:
         await follower.stop()
-    to_run, to_end = follower.task_latencies(submitted)
-    ends = [at for hist in follower.runs.values() for at, s, _h in hist.changes
+    return BurstOutcome(wanted, submitted, follower, submit_s, wall_s, stop_reason)
+
+
+def terminal_ats(follower: JobFollower) -> list[int]:
+    """The `at` of every terminal TaskStateChanged the follower saw."""
+    return [at for hist in follower.runs.values() for at, s, _h in hist.changes
             if s in TERMINAL]
+
+
+def burst_figures(out: BurstOutcome, rate: float = 0.0) -> dict[str, Any]:
+    """The burst's figures (module docstring) from what it left."""
+    follower, submitted = out.follower, out.submitted
+    to_run, to_end = follower.task_latencies(submitted)
+    ends = terminal_ats(follower)
     span_s = (max(ends) - min(submitted.values())) / 1000 if ends else 0.0
     pending = follower.pending_jobs()
     stuck = follower.stuck_task_states()
@@ -88,8 +118,9 @@ async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: fl
         return None if v is None else round(v, 1)
 
     return {
-        "jobs": len(wanted), "tasks": total,
-        "submit_rate_jobs_per_s": rate or "as fast as possible", "submit_s": round(submit_s, 2),
+        "jobs": len(out.wanted), "tasks": sum(out.wanted.values()),
+        "submit_rate_jobs_per_s": rate or "as fast as possible",
+        "submit_s": round(out.submit_s, 2),
         "tasks_per_s": round(len(to_end) / span_s, 1) if span_s > 0 else 0.0,
         "p50_submit_to_running_ms": ms(percentile(to_run, 50)),
         "p99_submit_to_running_ms": ms(percentile(to_run, 99)),
@@ -99,9 +130,49 @@ async def _run(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: fl
         "jobs_rejected": len(follower.rejected),
         "jobs_not_terminal": len(pending),
         "stuck_task_states": ", ".join(f"{k}={v}" for k, v in sorted(stuck.items())) or "-",
-        "stopped_because": stop_reason, "wall_s": round(wall_s, 2),
+        "stopped_because": out.stop_reason, "wall_s": round(out.wall_s, 2),
         "latency_clock": "TaskStateChanged.at (jobmgr) - JobSubmitted.submitted_at (client)",
     }
+
+
+@dataclass
+class FleetCluster:
+    """A running minicluster with simulated hosts, and the seconds from the fleets' start
+    until the host manager offered every host."""
+
+    cluster: Cluster
+    hosts: int
+    offered_s: float
+
+
+@contextmanager
+def fleet_cluster(hosts: int, agent_processes: int, cpu_per_host: float, say: Progress,
+                  run_dir: Path | None = None, offer_timeout_s: float = 90.0,
+                  heartbeat_s: float = 1.0, **layout: Any) -> Iterator[FleetCluster]:
+    """A minicluster (no API, no agent processes of its own; `layout`: more Layout.local
+    keywords) with `hosts` simulated hosts host-1..N served by `agent_processes` fleet
+    processes, once the host manager offers every host; torn down on exit. Logs go to
+    `run_dir` when given, else to a temporary directory. Hosts heartbeat every
+    `heartbeat_s` seconds; the host manager declares a host lost after 3 of them (at
+    least its default 5 s)."""
+    with tempfile.TemporaryDirectory(prefix="peloton-burst-") as tmp:
+        where = run_dir or Path(tmp)
+        lay = Layout.local(where, agents=0, free=True, detach=False, simulated=True,
+                           with_api=False, **{"resmgr_instances": 1,
+                                              "heartbeat_timeout_s": max(5.0, 3 * heartbeat_s),
+                                              **layout})
+        say("starting minicluster", 0.0)
+        try:
+            cluster = up(lay)
+            say(f"starting {hosts:,} simulated hosts in {agent_processes} processes", 0.0)
+            started = time.monotonic()
+            start_fleets(cluster, hosts, agent_processes, cpu_per_host,
+                         heartbeat_s=heartbeat_s)
+            asyncio.run(wait_offers(lay.bootstrap, {f"host-{i + 1}" for i in range(hosts)},
+                                    offer_timeout_s))
+            yield FleetCluster(cluster, hosts, time.monotonic() - started)
+        finally:
+            down(lay.run_dir)
 
 
 def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_tasks: int = 1,
@@ -112,20 +183,8 @@ def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_task
     """Run the burst (module docstring); `run_dir` keeps logs there instead of a temp dir."""
     say: Progress = progress or (lambda _m, _f: None)
     sizes = job_sizes(jobs, min_tasks, max_tasks, seed)
-    with tempfile.TemporaryDirectory(prefix="peloton-burst-") as tmp:
-        where = run_dir or Path(tmp)
-        layout = Layout.local(where, agents=0, free=True, detach=False, simulated=True,
-                              resmgr_instances=1, with_api=False)
-        say("starting minicluster", 0.0)
-        try:
-            cluster = up(layout)
-            say(f"starting {hosts} simulated hosts in {agent_processes} processes", 0.0)
-            start_fleets(cluster, hosts, agent_processes, cpu_per_host)
-            asyncio.run(wait_offers(layout.bootstrap, {f"host-{i + 1}" for i in range(hosts)},
-                                    90.0))
-            result = asyncio.run(_run(layout.bootstrap, sizes, duration_s, task_cpu,
-                                      settle_s, timeout_s, say, rate))
-        finally:
-            down(layout.run_dir)
+    with fleet_cluster(hosts, agent_processes, cpu_per_host, say, run_dir) as fleet:
+        out = asyncio.run(run_burst(fleet.cluster.layout.bootstrap, sizes, duration_s, task_cpu,
+                                    settle_s, timeout_s, say, rate))
     return {"hosts": hosts, "agent_processes": min(agent_processes, hosts), "seed": seed,
-            **result}
+            **burst_figures(out, rate)}

@@ -59,6 +59,13 @@ class Layout:
     agents: list[AgentSpec] = field(default_factory=list)
     simulated: bool = False
     resmgr_instances: int = 2
+    # 0: one job manager ("jobmgr"); N: the job manager partitioned by job id over N
+    # instances of one consumer group ("jobmgr-1".."jobmgr-N", peloton.bus.partitioned)
+    jobmgr_instances: int = 0
+    # the same for the host manager (by host): "hostmgr" or "hostmgr-1".."hostmgr-N"
+    hostmgr_instances: int = 0
+    # and for placement (engines over shares of the pools): "placement" or "placement-N"
+    placement_instances: int = 0
     heartbeat_timeout_s: float = 5.0
     entitlement_cycle_s: float = 10.0
     lease_ttl_s: float = 2.0
@@ -166,11 +173,16 @@ class Cluster:
             return base + ["resmgr", *boot, "--etcd", lay.etcd, "--instance",
                            name.split("-", 1)[1], "--cycle", str(lay.entitlement_cycle_s),
                            "--lease-ttl", str(lay.lease_ttl_s)]
-        if name == "hostmgr":
+        if name == "hostmgr" or name.startswith("hostmgr-"):
+            part = ([] if name == "hostmgr" else
+                    ["--partitioned", "--instance", name.split("-", 1)[1]])
             return base + ["hostmgr", *boot, "--heartbeat-timeout",
-                           str(lay.heartbeat_timeout_s)]
+                           str(lay.heartbeat_timeout_s), *part]
         if name in ("jobmgr", "placement"):
             return base + [name, *boot]
+        if name.startswith(("jobmgr-", "placement-")):
+            service, instance = name.split("-", 1)
+            return base + [service, *boot, "--partitioned", "--instance", instance]
         if name == "api":
             return base + ["api", *boot, "--dsn", f"chdb://{lay.run_dir / 'chdb'}",
                            "--port", str(lay.api_port),
@@ -189,7 +201,13 @@ class Cluster:
 
     def service_names(self) -> list[str]:
         names = [f"resmgr-{i + 1}" for i in range(self.layout.resmgr_instances)]
-        names += ["jobmgr", "hostmgr", "placement"] + (["api"] if self.layout.with_api else [])
+        jobmgrs = ([f"jobmgr-{i + 1}" for i in range(self.layout.jobmgr_instances)]
+                   or ["jobmgr"])
+        hostmgrs = ([f"hostmgr-{i + 1}" for i in range(self.layout.hostmgr_instances)]
+                    or ["hostmgr"])
+        engines = ([f"placement-{i + 1}" for i in range(self.layout.placement_instances)]
+                   or ["placement"])
+        names += [*jobmgrs, *hostmgrs, *engines] + (["api"] if self.layout.with_api else [])
         return names + [f"agent-{a.name}" for a in self.layout.agents]
 
     def start_service(self, name: str) -> Proc:

@@ -12,6 +12,11 @@ Contract (`MemoryRunner`):
   different interleavings. Each service takes at most `rate_per_s` records per simulated
   second, so a burst builds real backlogs and facts about one run reach a service in any
   order across topics (as on Kafka).
+- An agent reads only the records of its inputs (launches, kills) keyed by its host, in
+  their partition's order: a launch reaches the agent of its host and no other, and an
+  agent with nothing for it costs nothing per step (issue 10, item 3 does the same on
+  Kafka). A record for a host no agent serves waits for that host's agent (a note says
+  so).
 - The shell is modelled as `bus/service.py` runs it: decode (undecodable or misplaced
   records are dead-lettered), `core.handle(etype, body, now)`, publish what it returns;
   `core.tick(now)` every `tick_interval`; a core that raises is dead-lettered, and in

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aiokafka.partitioner import murmur2
-
 from peloton.agent.app import AgentConfig, AgentCore
 from peloton.bus import catalog
-from peloton.bus.catalog import DEAD_LETTER, TOPICS, topic, topic_for_event
+from peloton.bus.catalog import DEAD_LETTER, INTERNAL_TOPICS, TOPICS, topic
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.deadletter import dead_letter
+from peloton.bus.keys import record_target
+from peloton.bus.routing import partition_for
 from peloton.bus.service import ServiceCore
 from peloton.model.event import Event
 from peloton.model.resources import Resources
@@ -58,24 +58,14 @@ class Delivery:
 
 
 def record_key(ev: Event) -> bytes:
-    """The record key the shell writes: the catalog's key rule (`peloton.bus.keys`) where
-    the shell has one, else the key the event carries."""
-    try:
-        from peloton.bus.keys import key_of
-    except ImportError:
-        return ev.key.encode()
-    return key_of(ev.type, ev.body).encode()
+    """The record key the shell writes (`peloton.bus.keys.record_target`)."""
+    return record_target(ev)[1]
 
 
 def _snapshot_services() -> frozenset[str]:
     """Services the catalog gives a snapshot topic (none on a catalog without them)."""
     names = {t.name for t in getattr(catalog, "SNAPSHOT_TOPICS", ())}
     return frozenset(n.removesuffix("-snapshots") for n in names)
-
-
-def partition_for(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner (murmur2 of the key), as the real producer uses."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +84,12 @@ class _Node:
     factory: CoreFactory
     budget: int
     host: str | None = None  # set for agents
+    #: an agent reads only the records of its inputs keyed by its host (`_log`)
+    keyed: bytes | None = None
+    #: a shard of a partitioned service (`peloton.runner.groups`): (k, n) = it reads
+    #: partition p of a topic in `sharded` only if p % n == k (all partitions of others)
+    shard: tuple[int, int] | None = None
+    sharded: frozenset[str] = frozenset()
     core: Any = None
     inputs: list[TP] = field(default_factory=list)
     own: frozenset[str] = frozenset()  # replay topics only this service writes
@@ -113,6 +109,13 @@ class _Node:
     @property
     def alive(self) -> bool:
         return self.core is not None
+
+    def takes(self, topic_name: str, partition: int) -> bool:
+        """Whether this process reads that partition (its inputs and its replay)."""
+        if self.shard is None or topic_name not in self.sharded:
+            return True
+        k, n = self.shard
+        return partition % n == k
 
 
 class MemoryRunner:
@@ -134,7 +137,7 @@ class MemoryRunner:
         self.codec = codec or default_codec()
         self.now = start_ms
         self.logs: dict[TP, list[Record]] = {
-            (t.name, p): [] for t in TOPICS for p in range(t.partitions)}
+            (t.name, p): [] for t in (*TOPICS, *INTERNAL_TOPICS) for p in range(t.partitions)}
         self.nodes: dict[str, _Node] = {}
         self.watch = Watch()
         self.errors: list[str] = []
@@ -143,6 +146,16 @@ class MemoryRunner:
         self._loop = VirtualClockLoop(start_ms)
         self._watched = frozenset(Watch.TOPICS)
         self._snapshotting = _snapshot_services()
+        #: called after every step (`peloton.runner.groups`: rebalances of consumer groups)
+        self.on_step: list[Callable[[], Awaitable[None]]] = []
+        self.groups: dict[str, Any] = {}  # name -> peloton.runner.groups.Group
+        #: agents' inputs (keyed by host): each record also goes to its key's sub-log, so
+        #: a launch or kill reaches the agent of its host only, and an agent with nothing
+        #: keyed to it costs nothing per step (`_inbox`: agents that may have records)
+        self._keyed_topics = frozenset(t for t in AgentCore.inputs if topic(t).key == "host")
+        self._by_key: dict[tuple[TP, bytes], list[Record]] = {}
+        self._agent_of: dict[bytes, str] = {}
+        self._inbox: set[str] = set()
 
     # ---- building the cluster ----------------------------------------------------------
     def add_service(self, name: str, factory: CoreFactory, *, rate_per_s: int | None = None,
@@ -176,6 +189,8 @@ class MemoryRunner:
 
         self.add_service(name, build, start=False)
         self.nodes[name].host = host
+        self.nodes[name].keyed = host.encode()
+        self._agent_of[host.encode()] = name
         if start:
             self.start(name)
 
@@ -186,8 +201,8 @@ class MemoryRunner:
         hashes to."""
         node = self.nodes.get(producer)
         for ev in events:
-            spec = topic_for_event(ev.type)
-            key = record_key(ev)
+            name, key = record_target(ev)
+            spec = topic(name)
             value = self.codec.encode(ev.type, ev.body)
             tp = (spec.name, partition_for(key, spec.partitions))
             offset = self._append(tp, key, value, producer)
@@ -203,8 +218,24 @@ class MemoryRunner:
 
     def _append(self, tp: TP, key: bytes, value: bytes, producer: str) -> int:
         log = self.logs[tp]
-        log.append(Record(tp[0], tp[1], len(log), key, value, self.now, producer))
+        rec = Record(tp[0], tp[1], len(log), key, value, self.now, producer)
+        log.append(rec)
+        if tp[0] in self._keyed_topics:
+            self._by_key.setdefault((tp, key), []).append(rec)
+            agent = self._agent_of.get(key)
+            if agent is not None:
+                self._inbox.add(agent)
+            else:
+                self.notes.append(f"{tp[0]}[{tp[1]}]@{rec.offset}: no agent serves host "
+                                  f"{key!r} (yet)")
         return len(log) - 1
+
+    def _log(self, node: _Node, tp: TP) -> list[Record]:
+        """What the node reads of a partition: all of it, or (an agent) the sub-log of the
+        records keyed by its host, in their order; `fetch` and `positions` index it."""
+        if node.keyed is None or tp[0] not in self._keyed_topics:
+            return self.logs[tp]
+        return self._by_key.get((tp, node.keyed), [])
 
     def submit(self, bodies: Sequence[dict[str, Any]]) -> None:
         """Publish JobSubmitted bodies (a client producing to job-submitted)."""
@@ -219,7 +250,7 @@ class MemoryRunner:
 
     def backlog(self) -> dict[str, int]:
         """Records each live service has not consumed yet."""
-        return {n.name: sum(len(self.logs[tp]) - n.fetch[tp] for tp in n.inputs)
+        return {n.name: sum(len(self._log(n, tp)) - n.fetch[tp] for tp in n.inputs)
                 for n in self.nodes.values() if n.alive}
 
     def dead_letters(self) -> int:
@@ -259,12 +290,17 @@ class MemoryRunner:
         snapshot's positions (else from the start) to their end, partitions interleaved at
         random; `after_replay`'s events are published; then it consumes its inputs from the
         group's committed offsets, skipping what the rebuild folded."""
+        self._loop.run_until_complete(self.start_async(name, use_snapshot))
+
+    async def start_async(self, name: str, use_snapshot: bool = True) -> None:
+        """`start` from within the runner's loop (a consumer group's rebalance)."""
         node = self.nodes[name]
         if node.core is not None:
             raise ValueError(f"{name} is running")
         node.starts += 1
         core = node.factory()
-        node.inputs = [(t, p) for t in core.inputs for p in range(topic(t).partitions)]
+        node.inputs = [(t, p) for t in core.inputs for p in range(topic(t).partitions)
+                       if node.takes(t, p)]
         node.own = frozenset(core.replay) - frozenset(core.inputs)
         node.expected = {t: frozenset(topic(t).events) for t in core.inputs}
         core, node.positions = self._rebuild(node, core, use_snapshot)
@@ -273,7 +309,13 @@ class MemoryRunner:
         node.tick_ms = round(core.tick_interval * 1000) if core.tick_interval else None
         node.next_tick_ms = self.now + node.tick_ms if node.tick_ms else None
         node.last_commit_ms = node.last_snapshot_ms = self.now
-        self._loop.run_until_complete(self._after_replay(node))
+        if node.keyed is not None:
+            self._inbox.add(name)
+        await self._after_replay(node)
+
+    def run_now(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a coroutine on the runner's loop now (outside a step)."""
+        self._loop.run_until_complete(work)
 
     def restart(self, name: str, use_snapshot: bool = True) -> None:
         self.kill(name)
@@ -313,11 +355,11 @@ class MemoryRunner:
                 except (ValueError, KeyError, TypeError) as exc:
                     self.notes.append(f"{node.name}: snapshot unusable ({exc!r}): full replay")
                     core = node.factory()
-        return core, self._replay(core, start)
+        return core, self._replay(core, start, node)
 
-    def _replay(self, core: Any, start: Mapping[TP, int]) -> dict[TP, int]:
+    def _replay(self, core: Any, start: Mapping[TP, int], node: _Node) -> dict[TP, int]:
         ends = {(t, p): len(self.logs[(t, p)]) for t in core.replay
-                for p in range(topic(t).partitions)}
+                for p in range(topic(t).partitions) if node.takes(t, p)}
         at = {tp: start.get(tp, 0) for tp in ends}
         todo = [tp for tp in ends if at[tp] < ends[tp]]
         while todo:
@@ -381,6 +423,8 @@ class MemoryRunner:
         self._ticks()
         self._deliveries()
         self._commits()
+        for hook in self.on_step:
+            await hook()
 
     def _ticks(self) -> None:
         due = [n for n in self.nodes.values()
@@ -409,19 +453,21 @@ class MemoryRunner:
         """Spend each live service's budget for this step: pick a service at random, then
         one of its partitions with records waiting, and deliver a fetch batch (1 to
         `batch_max` records, in order) from it; repeat until budgets or backlogs run out."""
-        budget = {n.name: n.budget for n in self.nodes.values() if n.core is not None}
-        active = [n for n in self.nodes.values() if n.core is not None]
+        nodes = self.nodes
+        active = [n for n in nodes.values() if n.core is not None and n.keyed is None]
+        active += [nodes[a] for a in sorted(self._inbox) if nodes[a].core is not None]
+        budget = {n.name: n.budget for n in active}
         rng = self.rng
-        logs = self.logs
+        log = self._log
         while active:
             i = rng.randrange(len(active))
             node = active[i]
-            ready = [tp for tp in node.inputs if node.fetch[tp] < len(logs[tp])]
+            ready = [tp for tp in node.inputs if node.fetch[tp] < len(log(node, tp))]
             if ready:
                 tp = ready[rng.randrange(len(ready))]
                 batch = min(budget[node.name], rng.randint(1, self.batch_max))
                 for _ in range(batch):
-                    if node.core is None or node.fetch[tp] >= len(logs[tp]):
+                    if node.core is None or node.fetch[tp] >= len(log(node, tp)):
                         break
                     if self._deliver(node, tp):
                         budget[node.name] -= 1
@@ -429,16 +475,19 @@ class MemoryRunner:
                     continue
             active[i] = active[-1]
             active.pop()
+        self._inbox = {a for a in self._inbox if nodes[a].core is not None and any(
+            nodes[a].fetch[tp] < len(log(nodes[a], tp)) for tp in nodes[a].inputs)}
 
     def _deliver(self, node: _Node, tp: TP) -> bool:
         """Hand the next record of `tp` to the service; False if the shell skipped it."""
         offset = node.fetch[tp]
         folded = node.positions.get(tp, 0)
+        log = self._log(node, tp)
         if offset < folded:  # the rebuild folded these: the shell skips them unhandled
-            node.fetch[tp] = min(folded, len(self.logs[tp]))
+            node.fetch[tp] = min(folded, len(log))
             return False
         node.fetch[tp] = offset + 1
-        rec = self.logs[tp][offset]
+        rec = log[offset]
         node.positions[tp] = offset + 1
         if self.redeliver and self.rng.random() < self.redeliver:
             node.fetch[tp] = node.positions[tp] = offset  # delivered again later
@@ -451,9 +500,9 @@ class MemoryRunner:
             self._dead_letter(node, rec, f"{etype} does not belong on topic {tp[0]}")
             return True
         if self.trace is not None:
-            self.trace.append(Delivery(self.now, node.name, tp[0], tp[1], offset, etype))
+            self.trace.append(Delivery(self.now, node.name, tp[0], tp[1], rec.offset, etype))
         node.handled += 1
-        if not self._call(node, f"handling {etype} {tp[0]}[{tp[1]}]@{offset}",
+        if not self._call(node, f"handling {etype} {tp[0]}[{tp[1]}]@{rec.offset}",
                           lambda core: core.handle(etype, body, self.now)):
             self._dead_letter(node, rec, f"handler failed: {self.errors[-1]}")
         return True

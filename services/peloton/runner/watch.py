@@ -111,7 +111,9 @@ class Watch:
             key = (st["job_id"], st["instance"])
             run = st["run"]
             runs = self.alive.setdefault(key, {})
-            if st["state"] in _STARTED:
+            if st["state"] in _STARTED and runs.get(run) == host:
+                pass  # a later report of a run already alive here (its health, RUNNING)
+            elif st["state"] in _STARTED:
                 other_host = runs.get(run)
                 if other_host is not None and other_host != host:
                     self.violations.append(

@@ -18,9 +18,13 @@ Modules, one concept each:
 - `scheduler`: one scheduling cycle made of the cores;
 - `metrics`: utilization, fairness, time to entitlement, queueing delay, preemption;
 - `simulation`: the event loop (`Simulation`, `SimResult`);
-- `report`: metrics.json and PNG plots.
+- `report`: metrics.json and PNG plots;
+- `runner_engine`, `runner_ledger`: the same scenario on the production services end to
+  end (the in-memory runner, `peloton sim run --engine runner`), and the bystander that
+  folds their log into the same metrics; `mixed`: every job type on the runner.
 
-Everything but `loader` and `report` is pure: no I/O, no clock (wall time is read only
+Everything but `loader`, `report` and the runner modules (which drive the services'
+shells on a simulated-time event loop) is pure: no I/O, no clock (wall time is read only
 through a `clock` callable the shell passes in, for performance figures), no randomness
 except the Generator passed in. Same scenario and seed, same metrics. See docs/sim.md.
 """

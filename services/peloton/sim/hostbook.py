@@ -62,6 +62,10 @@ class HostBook:
     def __len__(self) -> int:
         return len(self.names)
 
+    def labels(self, host: int) -> dict[str, str]:
+        """The host's labels (a copy): zone=zone-<n mod zones>."""
+        return dict(self._labels[host])
+
     def total_capacity(self) -> Resources:
         """Capacity of the hosts that are up."""
         return Resources(*self.capacity[self.up].sum(axis=0).tolist())

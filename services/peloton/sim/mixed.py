@@ -22,9 +22,9 @@ Scenario (YAML)::
       - {at_s: 500, maintenance: [host-3], command: start_maintenance, deadline_s: 120}
 
 `run_mixed` returns the figures and the samples; the CLI prints them and writes
-`metrics.json` (and, with matplotlib, `utilization.png`) to --out. The simulator's own
-fast engine (`peloton sim run`) does not know long-running jobs: this one runs the real
-cores, at a cost in speed (issue 10 makes the runner cheaper per host).
+`metrics.json` (and, with matplotlib, `utilization.png`) to --out. `peloton sim run`
+runs the batch-and-services scenarios of the fast engine's format on the same runner
+(`runner_engine.py`); this one takes Peloton job documents, updates and maintenances.
 """
 
 from __future__ import annotations

@@ -15,9 +15,14 @@ Aggregation (what makes a million tasks cheap, without changing any decision):
 - A job's pending tasks are identical, so admission sees them as chunk gangs of sizes
   r, 2^(k-1), ..., 2, 1 (binary splitting of the pending count, r the remainder, in
   that order): admission's backfilling scan then admits exactly min(n, what fits) of
-  the job, as a per-task scan would. Chunks are not real gangs: they never age into
-  reservations (only real gangs' ages are carried in `AdmissionState`). A chunk's
-  `task_ids` is one label naming the chunk; real gangs list every member.
+  the job, as a per-task scan would. A job whose chunk failed a scan ages by one (the
+  resource manager ages each blocked task gang); once it is old enough to reserve, a
+  gang of one task follows its chunks (the job's next task, `_add_next_task_gangs`), so
+  it reserves where the job's first task that does not fit would, after the job's
+  chunks that fit were admitted. (Without the age, lower-priority work kept backfilling
+  past a blocked higher-priority job and was preempted again and again by stage 2: the
+  cross-check against the production cores, tests/sim/test_sim_engines_agree.py, found
+  it.) A chunk's `task_ids` is one label naming the chunk; real gangs list every member.
 - An admission scan looks at the first `admission_window` jobs of each pool's queue in
   admission order (Peloton's dequeue limit).
 - Preemption is given only the tasks it could choose: every preemptible task of a pool
@@ -64,6 +69,7 @@ __all__ = ["Scheduler", "PreemptionOutcome", "RoundOutcome", "chunk_sizes"]
 S = TaskState
 _READY, _RUNNING = CODE[S.READY], CODE[S.RUNNING]
 _GANG_SUFFIX = "#gang"
+_MAX_SKIPS = 3  # admission's `max_skips` (peloton.resmgr.domain.admission.admit's default)
 _STATE_NAMES = [state.value for state in STATES]
 _NO_LABELS: Mapping[str, str] = MappingProxyType({})
 
@@ -108,6 +114,7 @@ class Scheduler:
         self.params = params
         self.tree = state.scenario.tree
         self.admission = AdmissionState()
+        self._job_age: dict[int, int] = {}  # job index -> scans its chunks were blocked
         self.preemption = PreemptionState()
         self.entitlements: dict[str, PoolEntitlement] = {}
         self._clock = clock
@@ -193,15 +200,54 @@ class Scheduler:
         queues, meaning = self._queues()
         if not queues:
             return 0
-        result = admit(self._views(), queues, self.admission)
+        ages = dict(self.admission.blocked_cycles)
+        nexts = self._add_next_task_gangs(queues, meaning)
+        ages.update({gid: self._job_age[j] for gid, j in nexts.items()})
+        result = admit(self._views(), queues, AdmissionState(ages))
+        blocked = result.state.blocked_cycles
         self.admission = AdmissionState({
-            gid: age for gid, age in result.state.blocked_cycles.items()
-            if gid.endswith(_GANG_SUFFIX)
-        })
-        grants = [meaning[gang.gang_id] for gang in result.admitted]
+            gid: age for gid, age in blocked.items() if gid.endswith(_GANG_SUFFIX)})
+        job_age: dict[int, int] = {}
+        for gid, age in blocked.items():
+            if gid.endswith(_GANG_SUFFIX):
+                continue
+            j = meaning[gid][0].index
+            # the next-task gang keeps its age when held back behind another reservation
+            new = age if gid in nexts else self._job_age.get(j, 0) + 1
+            job_age[j] = max(job_age.get(j, 0), new)
+        self._job_age = job_age
+        grants = [meaning[gang.gang_id] for gang in result.admitted
+                  if gang.gang_id not in nexts]
         admitted = int(self.state.admit(grants, now).size)
         self._admit_key = key if admitted == 0 else None
         return admitted
+
+    def _add_next_task_gangs(self, queues: dict[str, list[Gang]],
+                             meaning: dict[str, tuple[SimJob, int, bool]]) -> dict[str, int]:
+        """Behind the chunks of each job old enough to reserve this scan, one more gang of
+        one task: the job's first task that does not fit, as the resource manager would
+        scan it (the chunks admit exactly what fits, in any order of failures). If it
+        fails at `max_skips` it reserves after what the job got; if it fits, the whole
+        job fitted and it is dropped from the grants (it only held its one task's room in
+        the rest of this scan). Returns its gang ids -> job index."""
+        nexts: dict[str, int] = {}
+        for path, gangs in queues.items():
+            out: list[Gang] = []
+            for i, gang in enumerate(gangs):
+                out.append(gang)
+                job, _, real = meaning[gang.gang_id]
+                if real or self._job_age.get(job.index, 0) + 1 < _MAX_SKIPS:
+                    continue
+                after = gangs[i + 1] if i + 1 < len(gangs) else None
+                if after is not None and meaning[after.gang_id][0] is job:
+                    continue  # not the job's last chunk
+                gid = f"{job.index}#next"
+                out.append(Gang(gid, (f"{job.spec.name}[next task]",), path, job.priority,
+                                job.seq * 64 + 63, job.spec.resources, gang.preemptible))
+                meaning[gid] = (job, 1, False)
+                nexts[gid] = job.index
+            queues[path] = out
+        return nexts
 
     # --------------------------------------------------------------------- preemption
     def preempt(self, now: float) -> PreemptionOutcome:

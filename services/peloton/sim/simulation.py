@@ -271,6 +271,7 @@ class Simulation:
         counts = st.tasks.counts()
         ended = self.metrics.completed + m["preempted_running"] + m["lost"] + m["killed"]
         out: dict[str, Any] = {
+            "engine": "fast",
             "scenario": self.scenario.name,
             "seed": self.scenario.seed,
             "hosts": len(st.hosts),

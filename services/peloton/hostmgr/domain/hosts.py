@@ -74,6 +74,13 @@ Contract:
   hosts themselves stay (the cluster's size bounds them). A host's runs are released by
   their end (agent status or job event) or by the loss of the host, never by retention:
   a terminal job whose runs still hold resources stays.
+- Scale (10,000 hosts): an idle tick visits no host. Derived, never snapshotted:
+  `_silence_check_at` (no available host can have been silent for longer than the timeout
+  before it: heartbeats only move it later; a registration, a host back, a restore or a
+  restart reset it), `presence_dirty` (hosts whose presence or labels may differ from what
+  maintenance announced: registrations, losses, returns, HostStateChanged folds, restores,
+  restarts; maintenance.tick visits only those) and the sorted host names (hosts are never
+  removed). Each gives exactly the decisions of a full scan.
 Time comes in as now_ms / received_ms; event times (`at`) come from the events themselves.
 """
 
@@ -154,6 +161,20 @@ class HostBook:
         self.next_prune = 0
         self.grace_until = 0  # no host is lost for silence before (set by after_restart)
         self.maint = maintenance.Maintenance()  # maintenance states (maintenance.py)
+        self.derived_reset()
+
+    def derived_reset(self) -> None:
+        """Forget the derived caches (see Scale in the module doc): the next tick scans."""
+        self._silence_check_at = 0
+        self.presence_dirty: set[str] = set(self.hosts)
+        self._names: list[str] = []
+        self._names_of: dict[str, HostRecord] | None = None
+
+    def sorted_names(self) -> list[str]:
+        """The host names in order (cached: hosts are added, never removed)."""
+        if self._names_of is not self.hosts or len(self._names) != len(self.hosts):
+            self._names, self._names_of = sorted(self.hosts), self.hosts
+        return self._names
 
     # ---- fold -----------------------------------------------------------------------
     def fold(self, etype: str, body: Body, received_ms: int | None = None) -> None:
@@ -198,6 +219,8 @@ class HostBook:
             body["log_url"], body["port_range_begin"], body["port_range_end"],
             received_ms if received_ms is not None else body["at"],
             generation=generation, past=past)
+        self.presence_dirty.add(name)
+        self._silence_check_at = 0
         early = self.early.pop((name, incarnation), None)
         if early is not None:
             for key, alloc in sorted(early.launches.items()):
@@ -216,6 +239,8 @@ class HostBook:
             # are stale runs to the job manager.
             host.available = True
             host.generation += 1
+            self.presence_dirty.add(host.name)
+            self._silence_check_at = 0
 
     def _statuses(self, body: Body, _: int | None) -> None:
         host = self.hosts.get(body["host"])
@@ -448,6 +473,7 @@ class HostBook:
             return
         host.lost_at = at
         host.available = False
+        self.presence_dirty.add(host.name)
         for key in [k for k, alloc in host.runs.items() if alloc.at <= at]:
             self._release(host, key)
         for task in [t for t, held in sorted(host.holds.items()) if held.at <= at]:
@@ -478,15 +504,23 @@ class HostBook:
             events.append(Event("HostLost", name, {
                 "host": name, "incarnation": incarnation, "at": now_ms,
                 "reason": "agent restarted (new incarnation)", "runs": runs}))
-        for name in sorted(self.hosts):
+        if now_ms < self.grace_until or now_ms < self._silence_check_at:
+            return events  # no host can be silent for too long yet (module doc: Scale)
+        check_at: int | None = None
+        for name in self.sorted_names():
             host = self.hosts[name]
+            if not host.available:
+                continue
             silent = now_ms - host.last_seen_ms
-            if (host.available and silent > self.heartbeat_timeout_ms
-                    and now_ms >= self.grace_until):
+            if silent > self.heartbeat_timeout_ms:
                 events.append(Event("HostLost", name, {
                     "host": name, "incarnation": host.incarnation, "at": now_ms,
                     "reason": f"no heartbeat for {silent / 1000:.1f}s",
                     "runs": sorted(run_id(*k) for k in host.runs)}))
+            else:
+                due = host.last_seen_ms + self.heartbeat_timeout_ms + 1
+                check_at = due if check_at is None else min(check_at, due)
+        self._silence_check_at = check_at if check_at is not None else 2**62
         return events
 
     def _maintenance(self, now_ms: int) -> list[Event]:
@@ -566,7 +600,7 @@ class HostBook:
 
     def _offers(self, now_ms: int) -> list[Event]:
         offers = []
-        for name in sorted(self.hosts):
+        for name in self.sorted_names():
             host = self.hosts[name]
             if self.offered.get(name) == host.generation:
                 continue
@@ -613,6 +647,7 @@ class HostBook:
         and every host is offered again."""
         for host in self.hosts.values():
             host.last_seen_ms = max(host.last_seen_ms, now_ms)
+        self.derived_reset()
         self.grace_until = max(self.grace_until, now_ms + self.restart_grace_ms)
         self.offered.clear()
 

@@ -186,6 +186,7 @@ def fold_state_changed(book: HostBook, body: Body, _: int | None) -> None:
     m.deadline_ms = body.get("deadline_ms") if state in IN_MAINTENANCE else None
     m.reason = str(body["reason"])
     m.announced, m.present, m.labels = True, bool(body["present"]), dict(body["labels"])
+    book.presence_dirty.add(name)
     _decided(book, m, name, str(body.get("request") or ""))
 
 
@@ -212,7 +213,9 @@ def tick(book: HostBook, now_ms: int) -> list[Event]:
             book.fold(ev.type, ev.body)
         events.extend(evs)
 
-    start = {name: (m.state, m.deadline_ms) for name, m in sorted(book.maint.hosts.items())}
+    moving = (HostState.DRAINING, HostState.DRAINED)  # the only states a tick moves on
+    start = {name: (m.state, m.deadline_ms)
+             for name, m in sorted(i for i in book.maint.hosts.items() if i[1].state in moving)}
     for body in list(book.maint.undecided):
         if not _covered(book, body):
             emit(decide_request(book, body, now_ms))
@@ -227,12 +230,17 @@ def tick(book: HostBook, now_ms: int) -> list[Event]:
         elif state is HostState.DRAINED:
             emit([_changed(book, name, HostState.DOWN, state, DOWN_REASON, now_ms,
                            deadline)])
-    for name in sorted(book.hosts):
+    # only hosts whose presence may differ from what was announced (hosts.py: Scale)
+    dirty, book.presence_dirty = sorted(book.presence_dirty), set()
+    for name in dirty:
+        if name not in book.hosts:
+            continue
         m = book.maint.hosts.get(name) or HostMaint()
         present, labels = _presence(book, name)
         if m.announced and m.present == present and m.labels == labels:
             continue
         if m.announced and not present and now_ms < book.grace_until:
+            book.presence_dirty.add(name)  # looked at again at the next tick
             continue  # after a restart: its heartbeats were not replayed, wait for them
         if not m.announced:
             reason = "registered"

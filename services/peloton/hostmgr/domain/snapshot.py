@@ -205,3 +205,4 @@ def _load(book: HostBook, state: dict[str, Any]) -> None:
     book.hosts, book.jobs, book.pending, book.early = hosts, jobs, pending, early
     book.orphaned, book.offered, book.next_prune = orphaned, offered, next_prune
     book.grace_until, book.maint = grace_until, maint
+    book.derived_reset()

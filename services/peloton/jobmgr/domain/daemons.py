@@ -43,6 +43,8 @@ def _constraint(job: JobRecord) -> HardConstraint | None:
 
 
 def place_daemons(book: JobBook, batch: Batch, job_ids: list[str] | None = None) -> None:
+    if not (book.daemon_jobs if job_ids is None else job_ids):
+        return  # no daemon job: no host list to build (a host event costs O(1), not O(hosts))
     hosts = [DaemonHost(v.name, v.labels, v.state)
              for _, v in sorted(book.hosts.views.items()) if v.present]
     for job_id in sorted(book.daemon_jobs if job_ids is None else job_ids):

@@ -55,6 +55,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -104,6 +105,10 @@ class PlacementBoard:
         self._rank: dict[str, int] = {}  # job -> -priority
         self._requests = Requests()
         self._resources: dict[tuple[tuple[str, float], ...], Resources] = {}
+        #: the pools whose runs this engine places (None: every pool). One of several
+        #: engines (placement/shard.py) folds every fact, so its host views count the
+        #: others' placements, but places only its share of the admitted runs.
+        self.share: Callable[[str], bool] | None = None
 
     # ---- read-only views (tests, benches) --------------------------------------------
     @property
@@ -278,6 +283,8 @@ class PlacementBoard:
             spec = self._spec_of(key[0], runs[key].config_version)
             if spec is None:  # its JobCreated, JobSpecChanged or admission not read yet
                 self._waiting.add(key[0])
+            elif self.share is not None and not self.share(self.jobs.get(key[0], spec).respool):
+                continue  # another engine's share
             elif len(known) < _MAX_ROUND:
                 known.append((key, spec))
         requests = [self._requests.get(spec, k[1], k[2], self._gang_gone(k),

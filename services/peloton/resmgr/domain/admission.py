@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from peloton.model.resources import Resources
 
@@ -130,8 +131,10 @@ def gang_order(gang: Gang) -> tuple[int, int, str]:
     return (-gang.priority, gang.seq, gang.gang_id)
 
 
+@lru_cache(maxsize=4096)
 def format_shortfall(need: Resources, have: Resources) -> str:
-    """ "cpu 40/38, memory 300/256" for every kind where need exceeds have."""
+    """ "cpu 40/38, memory 300/256" for every kind where need exceeds have. Memoized: a
+    full pool tells thousands of queued gangs of a few sizes the same shortfall."""
     return ", ".join(f"{k} {_num(need.get(k))}/{_num(have.get(k))}" for k in need.exceeding(have))
 
 

@@ -343,25 +343,29 @@ class ResourceManager:
                 entry = ledger.entry(job_id, instance)
                 if entry is not None:
                     special[entry.key] = entry
+        # runs that move, counted by (from, to, bucket, resources): a burst leaves
+        # thousands of admitted runs not READY yet, most of them alike
+        moves: dict[tuple[int | None, int | None, Bucket, tuple[int, int, int, int]],
+                    int] = defaultdict(int)
         for key, entry in special.items():
             was = ledger.filed.get(key)
             now: int | None = None
             if ((key in ledger.pending or key in ledger.holding)
                     and not (going_at is not None and self._going(entry, going_at))):
                 now = HELD if self.holding(entry) else PENDING
-            if was == now:
-                continue
-            vec, b = micro(entry.resources), bucket(entry)
+            if was != now:
+                moves[(was, now, bucket(entry), micro(entry.resources))] += 1
+        for (was, now, b, vec), n in moves.items():
             if was is not None:
                 cell = cells[(was, b)]
-                cell[0] -= 1
+                cell[0] -= n
                 for i in range(4):
-                    cell[i + 1] -= vec[i]
+                    cell[i + 1] -= n * vec[i]
             if now is not None:
                 cell = cells.setdefault((now, b), [0, 0, 0, 0, 0])
-                cell[0] += 1
+                cell[0] += n
                 for i in range(4):
-                    cell[i + 1] += vec[i]
+                    cell[i + 1] += n * vec[i]
         # per pool: demand, allocation, slack demand, slack allocation, non-preemptible,
         # controller (micro-units), and the number of runs that hold
         per_pool: dict[str, list[list[int]]] = {}
@@ -538,7 +542,10 @@ class ResourceManager:
         """Pending runs (with admissions the job manager left unused), in key order; runs
         whose config version is not said yet wait (see ledger.py)."""
         pending, unused = self.ledger.pending, self.ledger.unused
-        for key in sorted(pending.keys() | unused.keys()):
+        # the unused admissions still trusted are admitted: only the others are candidates
+        # (not sorting every admitted run each tick keeps a burst linear)
+        lapsed = [key for key, entry in unused.items() if not self.admitted(entry)]
+        for key in sorted(pending.keys() | lapsed if lapsed else pending.keys()):
             entry = pending.get(key) or unused[key]
             if entry.config_version is not None and not self.admitted(entry):
                 yield entry
@@ -555,12 +562,17 @@ class ResourceManager:
         queues: dict[str, list[Gang]] = defaultdict(list)
         waiting: dict[str, str] = {}
         wake = _NEVER
+        resolved: dict[str, str] = {}  # a job's pool as named -> the leaf it resolves to
         for gid in sorted(members):
             entries = members[gid]
             first = entries[0]
             job = first.job
-            pool = self._pool_of(first)
-            backoff = max((e.not_before or 0) for e in entries)
+            pool = resolved.get(job.pool)
+            if pool is None:
+                pool = resolved[job.pool] = self._pool_of(first)
+            single = len(entries) == 1  # most gangs: one run
+            backoff = ((first.not_before or 0) if single
+                       else max((e.not_before or 0) for e in entries))
             if backoff > now_ms:
                 waiting[gid] = pool
                 wake = min(wake, backoff)
@@ -568,15 +580,16 @@ class ResourceManager:
             queues[pool].append(
                 Gang(
                     gang_id=gid,
-                    task_ids=tuple(e.task_id for e in entries),
+                    task_ids=(first.task_id,) if single else tuple(e.task_id for e in entries),
                     pool=pool,
                     priority=job.priority,
                     seq=job.seq * 1_000_000 + first.instance,
-                    resources=(first.resources if len(entries) == 1  # most gangs: 1 run
+                    resources=(first.resources if single
                                else sum((e.resources for e in entries), Resources())),
                     preemptible=job.preemptible or not self.preemption_enabled,
                     revocable=first.revocable,
-                    controller=any(e.controller for e in entries),
+                    controller=(first.controller if single
+                                else any(e.controller for e in entries)),
                     min_members=job.spec.gang_members(first.instance, first.run),
                 )
             )

@@ -82,6 +82,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from peloton.model.resources import Resources
@@ -118,8 +119,10 @@ Bucket = tuple[str, bool, bool, bool]
 Cell = list[int]
 
 
+@lru_cache(maxsize=4096)
 def micro(r: Resources) -> tuple[int, int, int, int]:
-    """A run's resources in integer micro-units (rounded once)."""
+    """A run's resources in integer micro-units (rounded once; memoized: most runs of a
+    cluster ask for one of a few sizes)."""
     return (round(r.cpu * MICRO), round(r.memory * MICRO), round(r.disk * MICRO),
             round(r.gpu * MICRO))
 

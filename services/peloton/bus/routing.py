@@ -1,0 +1,174 @@
+"""Routing: the facts of other topics, split by the shard key of a partitioned service.
+
+A partitioned service (the job manager, sharded by job id) runs as N instances of one
+consumer group. Each instance owns the partitions it is assigned of the service's *own*
+topics, which are co-partitioned (same key, same partition count: job-submitted,
+job-kill-requested, job-update-requested, job-events all keyed by job id), and holds the
+state of exactly the keys of those partitions (one core per partition). Facts on other
+topics are keyed by something else and list items of many keys (a TaskStatusReported of
+one host lists runs of many jobs; a PlacementMade of one round places tasks of many jobs).
+
+A `Route` says, for each such event type, which list field carries the items and which
+field of an item is the shard key (`Split`), or that the whole fact concerns one key
+(`Whole`: a HostLost names one host), or that the service ignores the type. The router
+(`RouterCore`, a stateless core in the common shell, decide-publish-commit like any other)
+reads those topics and re-publishes each fact as parts, one per partition its items hash
+to, on the service's internal inbox topic (`catalog.INTERNAL_TOPICS`, co-partitioned with
+the own topics): the same event type and schema, every other field as it was, only the
+items of that partition, in their order; the record key is the shard key of the part's
+first item, so Kafka's partitioner puts it in that partition. An instance then reads only
+its partitions of the inbox, and never decodes another instance's share.
+
+Guarantees (pure, property-tested): the parts' items are exactly the fact's items (each
+once); every item of a part hashes to the part's partition; a fact with no items gives no
+part (it concerns no key). Kafka delivers at least once, so a router that restarts may
+publish a part twice: the services' consumers are idempotent. Parts of one fact land in
+different partitions and are read by different instances: what the service decides per
+key must not need the other keys' items (true of the job manager: every item is a fact
+about one run of one job).
+
+`partition_for` is Kafka's default partitioner (murmur2 of the key), as the real producer
+uses; co-partitioning holds only if the own topics and the inbox have one partition
+count (`check_copartitioned`, called when a partitioned service starts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.partitioner import murmur2
+
+from peloton.bus.catalog import topic, topic_for_event
+from peloton.model.event import Event
+
+__all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "split",
+           "check_copartitioned", "item_field"]
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner (murmur2 of the key), as the real producer uses."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def item_field(name: str) -> Callable[[Any], str]:
+    """The shard key of an item is one of its fields."""
+    def key(item: Any) -> str:
+        return str(item[name])
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Items of the list field `items` go to the partition of `key(item)`."""
+
+    items: str
+    key: Callable[[Any], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """The whole fact goes to the partition of its field `key` (it concerns one key)."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one partitioned service gets its share of other topics' facts.
+
+    `own`: the service's co-partitioned topics (keyed by the shard key already);
+    `inbox`: its internal topic (None: nothing to route, as placement's engines);
+    `splits`: event type -> Split; `ignored`: types on the routed topics the service does
+    not use (the router drops them: no part is written)."""
+
+    service: str
+    inbox: str | None
+    own: tuple[str, ...]
+    splits: Mapping[str, Split | Whole]
+    ignored: frozenset[str] = frozenset()
+    topics: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = {topic_for_event(t).name for t in (*self.splits, *self.ignored)}
+        object.__setattr__(self, "topics", tuple(sorted(names)))
+        if self.inbox is None:
+            if self.splits:
+                raise ValueError(f"{self.service}: a route that splits needs an inbox")
+            return
+        carried = set(topic(self.inbox).events)
+        if missing := set(self.splits) - carried:
+            raise ValueError(f"{self.inbox} does not carry {sorted(missing)}")
+
+    @property
+    def partitions(self) -> int:
+        return topic(self.inbox or self.own[0]).partitions
+
+    @property
+    def sharded(self) -> tuple[str, ...]:
+        """The topics a partition reads only its own partition of."""
+        return (*self.own, *([self.inbox] if self.inbox else []))
+
+
+def split(route: Route, etype: str, body: Mapping[str, Any]) -> list[Event]:
+    """The parts of one fact for the service's inbox, in partition order (see module doc);
+    [] for an ignored type. KeyError for a type the route does not know."""
+    if etype in route.ignored:
+        return []
+    rule = route.splits[etype]
+    n = route.partitions
+    if isinstance(rule, Whole):
+        return [Event(etype, str(body[rule.key]), dict(body), topic=route.inbox)]
+    parts: dict[int, list[Any]] = {}
+    first: dict[int, str] = {}
+    for item in body[rule.items]:
+        key = rule.key(item)
+        p = partition_for(key.encode(), n)
+        if p not in parts:
+            parts[p] = []
+            first[p] = key
+        parts[p].append(item)
+    return [Event(etype, first[p], {**body, rule.items: parts[p]}, topic=route.inbox)
+            for p in sorted(parts)]
+
+
+def check_copartitioned(route: Route) -> None:
+    """Raise ValueError unless the own topics and the inbox have one partition count."""
+    counts = {name: topic(name).partitions for name in route.sharded}
+    if len(set(counts.values())) != 1:
+        raise ValueError(
+            f"{route.service}: its topics must have one partition count to be partitioned "
+            f"by the same key, got {counts}")
+
+
+class RouterCore:
+    """The stateless router of one route: reads the routed topics, publishes parts."""
+
+    replay: tuple[str, ...] = ()
+    tick_interval: float | None = None
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.inputs: tuple[str, ...] = route.topics
+        self.routed = 0  # facts read
+        self.parts = 0  # parts written
+
+    def fold(self, etype: str, body: dict[str, Any]) -> None:
+        return None
+
+    def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+        out = split(self.route, etype, body)
+        self.routed += 1
+        self.parts += len(out)
+        return out
+
+    def tick(self, now: int) -> list[Event]:
+        return []
+
+    def after_replay(self, now: int) -> list[Event]:
+        return []
+
+    def discard_unpublished(self) -> None:
+        """Nothing to undo: the router keeps no state (its counters are only figures)."""
+

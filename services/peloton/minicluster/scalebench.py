@@ -1,0 +1,421 @@
+"""Scale benchmark: waves of small and large jobs over many simulated hosts, with the CPU
+each service spent and the raw bus beside it, for each cluster configuration in turn.
+
+Each configuration of `CONFIGS` (the keywords it gives `Layout.local`; one instance of
+each service today) gets its own minicluster on the dev broker (`burst.fleet_cluster`:
+the services as processes, `hosts` simulated hosts in `agent_processes` fleet processes),
+and runs the same plan (`plan_waves`) of waves, one after the other, each followed to
+the end (`burst.run_burst`):
+
+- `small 10%`: jobs of 1-8 tasks, a tenth of `tasks`, all submitted at once: its tasks/s
+  is the reference (max) rate of the paced waves, unless `max_rate` is given;
+- `large`: jobs of 200-2,000 tasks, a fifth of `tasks`, all at once;
+- `paced N%`: small jobs offered at N% of the reference rate (tasks/s) for `paced_s`;
+- `small 100%`: jobs of 1-8 tasks, `tasks` of them, all at once (last: a cluster that
+  cannot drain it is stuck for the waves after it, and a wave that does not finish ends
+  the plan).
+
+Per wave (figures of `burst.burst_figures`): tasks/s, p50/p99 submit -> RUNNING; the CPU
+seconds per 1,000 tasks of each service process (utime + stime from /proc/<pid>/stat
+before and after the wave, broker, etcd and the bench client included; fleet processes
+summed as `agent-fleet`), and the records the wave added to the catalog's topics. The CPU
+of a wave includes the cluster's idle work meanwhile (heartbeats), measured alone first
+(`idle_s`). The raw bus is then measured on the same broker with as many records as all
+the waves wrote (`bench.raw_bus`: produced and consumed through aiokafka): a wave's bus
+floor is the tasks/s the bus would carry at that wave's records per task, its ratio
+tasks/s / floor. Cost per task is flat when `small 100%` costs what `small 10%` cost per
+1,000 tasks (`cost_ratio` near 1).
+
+Adding a configuration (say two instances of each partitioned service, once `Layout`
+can run them) is one more `ScaleConfig` in `CONFIGS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from peloton.minicluster.bench import raw_bus, topic_ends
+from peloton.minicluster.burst import burst_figures, fleet_cluster, run_burst
+
+__all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
+           "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
+           "summarize", "scale", "plot", "tables"]
+
+Progress = Callable[[str, float], None]
+log = logging.getLogger(__name__)
+
+SMALL = (1, 8)
+LARGE = (200, 2_000)
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """One cluster configuration: a name and the `Layout.local` keywords that make it."""
+
+    name: str
+    layout: dict[str, Any] = field(default_factory=dict)
+
+
+CONFIGS: tuple[ScaleConfig, ...] = (
+    ScaleConfig("1 of each service", {"resmgr_instances": 1}),
+    ScaleConfig("2 of each partitioned service", {
+        "resmgr_instances": 1, "jobmgr_instances": 2, "hostmgr_instances": 2,
+        "placement_instances": 2}),
+)
+
+
+def heartbeat_for(hosts: int) -> float:
+    """The hosts' heartbeat interval: 1 s up to 1,000 hosts, then as many seconds as
+    thousands of hosts (the host manager reads about 1,000 heartbeats a second in all,
+    as a Mesos master's agents ping less often in a larger cluster)."""
+    return max(1.0, hosts / 1000)
+
+
+@dataclass(frozen=True)
+class Wave:
+    """`tasks` tasks in jobs of `job_tasks` (min, max) tasks, all at once when `fraction`
+    is 0, else offered at `fraction` of the reference rate for the paced duration (then
+    `tasks` is 0: known once the rate is)."""
+
+    name: str
+    job_tasks: tuple[int, int]
+    tasks: int = 0
+    fraction: float = 0.0
+
+    @property
+    def paced(self) -> bool:
+        return self.fraction > 0
+
+
+def plan_waves(tasks: int, paced: Iterable[float] = (0.25, 0.5, 0.75)) -> list[Wave]:
+    """The waves of one run (module docstring), `tasks` in the last and largest."""
+    waves = [Wave("small 10%", SMALL, max(1, tasks // 10)),
+             Wave("large", LARGE, max(1, tasks // 5))]
+    waves += [Wave(f"paced {f:.0%}", SMALL, fraction=f) for f in paced]
+    return waves + [Wave("small 100%", SMALL, tasks)]
+
+
+def wave_sizes(wave: Wave, seed: int, rate: float = 0.0, paced_s: float = 0.0) -> list[int]:
+    """Job sizes drawn uniformly from `wave.job_tasks` (seeded) until they sum to the
+    wave's tasks exactly (the last job takes what is left, so it may be smaller); a paced
+    wave has `rate * paced_s` tasks (at least one)."""
+    total = max(1, round(rate * paced_s)) if wave.paced else wave.tasks
+    rng = random.Random(f"{seed}/{wave.name}")
+    lo, hi = wave.job_tasks
+    sizes: list[int] = []
+    left = total
+    while left > 0:
+        n = min(left, rng.randint(lo, hi))
+        sizes.append(n)
+        left -= n
+    return sizes
+
+
+def jobs_per_s(sizes: list[int], tasks_per_s: float) -> float:
+    """The job rate that offers `tasks_per_s` tasks/s with jobs of these sizes on average."""
+    return tasks_per_s * len(sizes) / sum(sizes) if sizes and tasks_per_s > 0 else 0.0
+
+
+def stat_cpu_s(stat: str, ticks_per_s: int) -> float:
+    """utime + stime of a /proc/<pid>/stat line, in seconds (fields 14 and 15; the
+    command name in parentheses may hold spaces, so fields count from its last ')')."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks_per_s
+
+
+def cpu_sample(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each named live process; one gone or unreadable is left
+    out with a warning (its CPU is then missing from the wave's figures)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for name, pid in pids.items():
+        try:
+            out[name] = stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), ticks)
+        except (OSError, IndexError, ValueError) as exc:
+            log.warning("scale bench: no CPU figure for %s (pid %d): %s", name, pid, exc)
+    return out
+
+
+def service_of(process: str) -> str:
+    """The service a process is an instance of: its name without a trailing -<number>
+    (`resmgr-1` -> `resmgr`, `agent-fleet-2` -> `agent-fleet`)."""
+    return re.sub(r"-\d+$", "", process)
+
+
+def cpu_per_thousand(before: dict[str, float], after: dict[str, float],
+                     tasks: int) -> dict[str, float]:
+    """CPU seconds per 1,000 tasks per service (instances summed) between two samples,
+    processes in both only; `total` is the sum."""
+    per: dict[str, float] = {}
+    for name in sorted(before.keys() & after.keys()):
+        svc = service_of(name)
+        per[svc] = per.get(svc, 0.0) + max(0.0, after[name] - before[name])
+    scale = 1000 / tasks if tasks > 0 else 0.0
+    out = {svc: round(s * scale, 3) for svc, s in per.items()}
+    out["total"] = round(sum(per.values()) * scale, 3)
+    return out
+
+
+def bus_floor(raw_events_per_s: float, records: int, tasks: int) -> float:
+    """Tasks/s the raw bus carries when each task costs records/tasks records."""
+    return raw_events_per_s * tasks / records if records > 0 and tasks > 0 else 0.0
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The goal figures of one configuration's wave rows (module docstring): the rates of
+    small jobs at once (and what did not finish), the p99 of the paced wave nearest half
+    of the reference rate, the cost per task of the largest small wave against the first,
+    and which service spent the most."""
+    by_name = {r["wave"]: r for r in rows}
+    first, last = by_name.get("small 10%"), by_name.get("small 100%")
+    out: dict[str, Any] = {}
+    for row in (first, last):
+        if row is not None:
+            out[f"tasks_per_s, {row['tasks']:,} small-job tasks at once"] = row["tasks_per_s"]
+            if row["jobs_not_terminal"]:
+                out[f"jobs not terminal ({row['wave']})"] = (
+                    f"{row['jobs_not_terminal']:,}: {row['stuck_task_states']}")
+    paced = [r for r in rows if r.get("fraction")]
+    if paced:
+        half = min(paced, key=lambda r: abs(r["fraction"] - 0.5))
+        out[f"p99_submit_to_running_ms at {half['wave']}"] = half["p99_submit_to_running_ms"]
+        out[f"offered_tasks_per_s at {half['wave']}"] = half["offered_tasks_per_s"]
+    if first is not None and last is not None:
+        a, b = first["cpu_s_per_1000_tasks"]["total"], last["cpu_s_per_1000_tasks"]["total"]
+        out[f"cpu_s_per_1000_tasks at {first['tasks']:,} tasks"] = a
+        out[f"cpu_s_per_1000_tasks at {last['tasks']:,} tasks"] = b
+        out["cost_ratio (largest / first small wave; flat = 1)"] = round(b / a, 2) if a else None
+    if last is not None:
+        svc = {k: v for k, v in last["cpu_s_per_1000_tasks"].items()
+               if k not in ("total", "bench client")}
+        if svc:
+            top = max(svc, key=lambda k: svc[k])
+            out["busiest service (small 100%)"] = f"{top} ({svc[top]} cpu s/1000 tasks)"
+        out["ratio_to_bus (small 100%)"] = last.get("ratio_to_bus")
+    return out
+
+
+def _wave_row(wave: Wave, sizes: list[int], rate: float, fig: dict[str, Any],
+              cpu: dict[str, float], records: int) -> dict[str, Any]:
+    return {"wave": wave.name, "fraction": wave.fraction, "jobs": len(sizes),
+            "tasks": sum(sizes), "offered_tasks_per_s": round(rate, 1) if rate else "at once",
+            "submit_s": fig["submit_s"], "tasks_per_s": fig["tasks_per_s"],
+            "p50_submit_to_running_ms": fig["p50_submit_to_running_ms"],
+            "p99_submit_to_running_ms": fig["p99_submit_to_running_ms"],
+            "p99_submit_to_terminal_ms": fig["p99_submit_to_terminal_ms"],
+            "jobs_not_terminal": fig["jobs_not_terminal"],
+            "stuck_task_states": fig["stuck_task_states"],
+            "stopped_because": fig["stopped_because"], "wall_s": fig["wall_s"],
+            "records": records, "records_per_task": round(records / max(1, sum(sizes)), 3),
+            "cpu_s_per_1000_tasks": cpu}
+
+
+def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_processes: int,
+                cpu_per_host: float, seed: int, max_rate: float, paced_s: float,
+                idle_s: float, settle_s: float, timeout_s: float, offer_timeout_s: float,
+                run_dir: Path | None, say: Progress) -> dict[str, Any]:
+    duration_s, task_cpu = 0.1, 0.1
+    with fleet_cluster(hosts, agent_processes, cpu_per_host, say, run_dir, offer_timeout_s,
+                       heartbeat_s=heartbeat_for(hosts), **config.layout) as fleet:
+        boot = fleet.cluster.layout.bootstrap
+        pids = {n: p.pid for n, p in fleet.cluster.procs.items()}
+        pids["bench client"] = os.getpid()
+        say(f"idle for {idle_s:.0f}s", 0.0)
+        before = cpu_sample(pids)
+        time.sleep(idle_s)
+        after = cpu_sample(pids)
+        # cores busy per service while nothing is submitted (per 1,000 "tasks" of 1,000:
+        # the seconds themselves)
+        idle = {k: round(v / idle_s, 3)
+                for k, v in cpu_per_thousand(before, after, 1000).items()}
+        rows: list[dict[str, Any]] = []
+        ref = max_rate
+        for i, wave in enumerate(waves):
+            rate = wave.fraction * ref if wave.paced else 0.0
+            if wave.paced and rate <= 0:
+                say(f"skipping {wave.name}: no reference rate", 0.0)
+                continue
+            sizes = wave_sizes(wave, seed, rate, paced_s)
+            say(f"wave {wave.name}: {len(sizes):,} jobs, {sum(sizes):,} tasks", 0.0)
+            records0 = asyncio.run(topic_ends(boot))
+            cpu0 = cpu_sample(pids)
+            out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s,
+                                        timeout_s, say, jobs_per_s(sizes, rate),
+                                        from_end=i > 0))
+            cpu1 = cpu_sample(pids)
+            records = asyncio.run(topic_ends(boot)) - records0
+            fig = burst_figures(out)
+            rows.append(_wave_row(wave, sizes, rate, fig,
+                                  cpu_per_thousand(cpu0, cpu1, sum(sizes)), records))
+            if not ref and wave.name == "small 10%":
+                ref = fig["tasks_per_s"]
+            if fig["jobs_not_terminal"]:
+                say(f"wave {wave.name} did not finish ({fig['stuck_task_states']}): the "
+                    f"later waves would only queue behind it, skipped", 0.0)
+                break
+        total_records = sum(r["records"] for r in rows)
+        say(f"raw bus: {total_records:,} records", 0.0)
+        bus_pids = {"broker": pids["broker"], "bench client": os.getpid()}
+        cpu0 = cpu_sample(bus_pids)
+        raw = asyncio.run(raw_bus(boot, max(1, total_records)))
+        cpu1 = cpu_sample(bus_pids)
+    bus_cpu = sum(cpu1[k] - cpu0[k] for k in cpu0.keys() & cpu1.keys())
+    for r in rows:
+        floor = bus_floor(raw["raw_bus_events_per_s"], r["records"], r["tasks"])
+        r["bus_floor_tasks_per_s"] = round(floor, 1)
+        r["ratio_to_bus"] = round(r["tasks_per_s"] / floor, 3) if floor else None
+        r["bus_cpu_s_per_1000_tasks"] = round(
+            bus_cpu / max(1, total_records) * r["records_per_task"] * 1000, 3)
+    return {"config": config.name, "hosts": hosts, "agent_processes": agent_processes,
+            "hosts_offered_s": round(fleet.offered_s, 1), "reference_tasks_per_s": ref,
+            "idle_cores": idle, "raw_bus_events_per_s": round(raw["raw_bus_events_per_s"], 1),
+            "raw_bus_records": total_records, "raw_bus_cpu_s": round(bus_cpu, 2),
+            "waves": rows, "summary": summarize(rows)}
+
+
+def scale(tasks: int = 100_000, hosts: int = 1_000, agent_processes: int = 2,
+          configs: Iterable[ScaleConfig] = CONFIGS,
+          paced: Iterable[float] = (0.25, 0.5, 0.75), paced_s: float = 20.0,
+          max_rate: float = 0.0, cpu_per_host: float = 64.0, seed: int = 7,
+          idle_s: float = 5.0, settle_s: float = 60.0, timeout_s: float = 900.0,
+          offer_timeout_s: float = 120.0, run_dir: Path | None = None,
+          progress: Progress | None = None) -> dict[str, Any]:
+    """Run the plan on each configuration in turn (module docstring); a configuration that
+    fails (say its hosts are not all offered in time) is reported with its error."""
+    say: Progress = progress or (lambda _m, _f: None)
+    waves = plan_waves(tasks, paced)
+    results = []
+    for config in configs:
+        where = None if run_dir is None else run_dir / re.sub(r"\W+", "-", config.name)
+        try:
+            results.append(_run_config(config, waves, hosts, agent_processes, cpu_per_host,
+                                       seed, max_rate, paced_s, idle_s, settle_s, timeout_s,
+                                       offer_timeout_s, where, say))
+        except (TimeoutError, RuntimeError) as exc:
+            results.append({"config": config.name, "hosts": hosts, "error": str(exc)})
+    return {"tasks": tasks, "hosts": hosts, "seed": seed, "configs": results}
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    """tasks/s (solid, left axis) and p99 submit -> RUNNING in s (dashed, right axis) per
+    wave: against the wave's tasks for the waves submitted at once, against the offered
+    rate for the paced ones; one colour per configuration; a wave that did not finish is
+    a hollow marker (its p99 is of the tasks that ran)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, panels = plt.subplots(1, 2, figsize=(12, 5.2))
+    twins = [ax.twinx() for ax in panels]
+    for n, cfg in enumerate(c for c in result["configs"] if "waves" in c):
+        colour = f"C{n}"
+        at_once = sorted((r for r in cfg["waves"] if not r["fraction"]),
+                         key=lambda r: r["tasks"])
+        series = [(panels[0], twins[0], [r for r in at_once if r["wave"] != "large"],
+                   "tasks", "small jobs", ("o-", "s--")),
+                  (panels[0], twins[0], [r for r in at_once if r["wave"] == "large"],
+                   "tasks", "large jobs", ("^", "v")),
+                  (panels[1], twins[1], sorted((r for r in cfg["waves"] if r["fraction"]),
+                                               key=lambda r: r["offered_tasks_per_s"]),
+                   "offered_tasks_per_s", "small jobs", ("o-", "s--"))]
+        for ax, twin, rows, x, shape, styles in series:
+            for key, axis, style, label in (
+                    ("tasks_per_s", ax, styles[0], "tasks/s"),
+                    ("p99_submit_to_running_ms", twin, styles[1], "p99 submit->RUNNING, s")):
+                pts = [(r[x], r[key] / (1000 if axis is twin else 1), r["jobs_not_terminal"])
+                       for r in rows if r[key] is not None]
+                if not pts:
+                    continue
+                axis.plot([p[0] for p in pts], [p[1] for p in pts], style, color=colour,
+                          label=f"{cfg['config']}, {shape}: {label}")
+                for px, py, stuck in pts:
+                    if stuck:
+                        axis.plot([px], [py], "o", mfc="white", color=colour, ms=9)
+            for r in rows if x == "tasks" else ():  # name the waves at once
+                ax.annotate(r["wave"] + (" (not finished)" if r["jobs_not_terminal"] else ""),
+                            (r[x], r["tasks_per_s"]), fontsize=7)
+    panels[0].set_xscale("log")
+    panels[0].set_xlabel("tasks submitted at once (wave)")
+    panels[1].set_xlabel("offered tasks/s (small jobs, paced)")
+    twins[1].axhline(1.0, color="grey", lw=0.8, ls=":", label="p99 goal 1 s")
+    for ax, twin in zip(panels, twins, strict=True):
+        ax.set_ylabel("tasks/s")
+        twin.set_ylabel("p99 submit -> RUNNING, s")
+        ax.set_ylim(bottom=0)
+        twin.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        lines = ax.get_legend_handles_labels()
+        more = twin.get_legend_handles_labels()
+        ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.suptitle(f"peloton bench scale: {result['hosts']:,} simulated hosts, "
+                 f"{result['tasks']:,} tasks in the largest wave")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def tables(result: dict[str, Any]) -> list[Any]:
+    """The result as rich tables: per configuration its waves and the CPU seconds per
+    1,000 tasks of each service per wave; then the goal figures, configurations side by
+    side."""
+    from rich.table import Table
+
+    out: list[Any] = []
+    cols = ("jobs", "tasks", "offered_tasks_per_s", "tasks_per_s", "p50_submit_to_running_ms",
+            "p99_submit_to_running_ms", "records_per_task", "bus_floor_tasks_per_s",
+            "ratio_to_bus", "jobs_not_terminal")
+    for cfg in result["configs"]:
+        if "waves" not in cfg:
+            continue
+        waves = Table("wave", *(c.replace("_", " ") for c in cols),
+                      title=f"scale: {cfg['config']}, {cfg['hosts']:,} hosts (offered in "
+                            f"{cfg['hosts_offered_s']} s), raw bus "
+                            f"{cfg['raw_bus_events_per_s']:,} records/s")
+        for r in cfg["waves"]:
+            waves.add_row(r["wave"], *(_cell(r.get(c)) for c in cols))
+        out.append(waves)
+        services = sorted({s for r in cfg["waves"] for s in r["cpu_s_per_1000_tasks"]},
+                          key=lambda s: (s == "total", s))
+        cpu = Table("service", "idle cores", *(r["wave"] for r in cfg["waves"]),
+                    title=f"scale: {cfg['config']}: CPU s per 1,000 tasks (idle: cores busy "
+                          f"with nothing submitted)")
+        for svc in services:
+            cpu.add_row(svc, _cell(cfg["idle_cores"].get(svc)),
+                        *(_cell(r["cpu_s_per_1000_tasks"].get(svc)) for r in cfg["waves"]))
+        cpu.add_row("cores busy (total / wave's wall time)", "-", *(_cell(round(
+            r["cpu_s_per_1000_tasks"]["total"] * r["tasks"] / 1000 / r["wall_s"], 2))
+            for r in cfg["waves"]))
+        cpu.add_row("raw bus (broker + client)", "-",
+                    *(_cell(r["bus_cpu_s_per_1000_tasks"]) for r in cfg["waves"]))
+        out.append(cpu)
+    summary = Table("figure", *(c["config"] for c in result["configs"]),
+                    title="scale: goals (>= 2,000 tasks/s; p99 < 1 s at half of it; flat cost)")
+    keys = list(dict.fromkeys(k for c in result["configs"]
+                              for k in ("error", *c.get("summary", {}))
+                              if k != "error" or "error" in c))
+    for key in keys:
+        summary.add_row(key, *(_cell(c.get("summary", {}).get(key, c.get(key)))
+                               for c in result["configs"]))
+    out.append(summary)
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)

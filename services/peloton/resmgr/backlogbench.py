@@ -1,0 +1,101 @@
+"""Benchmark of the resource manager's tick with a backlog (the pure core, no bus).
+
+A cluster of `hosts` hosts of 64 cpus and `jobs` batch jobs of 1-8 tasks (seeded) of
+`task_cpu` cpus each, all PENDING at once, as after a big burst: the first tick admits what
+the entitlement allows, its admissions are folded back (as the log would bring them), then
+`ticks` more ticks run, each after a few new jobs arrived (so admission runs again, as it
+does under load). Prints the CPU seconds of the first tick and of the later ones (median and
+worst), and how many runs were admitted and left pending. This is a shell around the core,
+so it reads the clock and draws seeded random numbers.
+
+    python -m peloton.resmgr.backlogbench                    # 20,000 jobs, most pending
+    python -m peloton.resmgr.backlogbench --task-cpu 0.1     # most admitted, not READY yet
+
+A tick that takes longer than the leader's etcd lease (2 s by default) gets the leader
+deposed: keep the later ticks well under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from typing import Any
+
+from peloton.jobmgr.domain.validation import validate_submission
+from peloton.resmgr.domain.cycle import ResourceManager
+from peloton.runner.cluster import batch_job
+
+__all__ = ["backlog_tick_bench"]
+
+
+def _pending(job_id: str, instances: int, cpu: float, at: int) -> list[tuple[str, Any]]:
+    created, problems = validate_submission(
+        batch_job(job_id, instances, cpu=cpu, submitted_at=at), None, None, at)
+    assert created is not None, problems
+    changes = [{"instance": i, "run": 1, "state": "PENDING", "previous_state": "INITIALIZED",
+                "reason": "", "host": None, "exit_code": None, "failures": 0,
+                "config_version": 1} for i in range(instances)]
+    return [("JobCreated", created),
+            ("TaskStateChanged", {"job_id": job_id, "at": at, "changes": changes})]
+
+
+def _offers(hosts: int, at: int) -> dict[str, Any]:
+    size = {"cpu": 64.0, "memory": 262_144.0, "disk": 1_000_000.0, "gpu": 0.0}
+    none = {"cpu": 0.0, "memory": 0.0, "disk": 0.0, "gpu": 0.0}
+    return {"at": at, "offers": [
+        {"host": f"host-{i}", "incarnation": "1", "capacity": size, "free": size,
+         "labels": {}, "generation": 1, "available": True, "port_range_begin": 31000,
+         "port_range_end": 32000, "used_ports": [], "task_label_counts": {}, "slack": none,
+         "holds": []}
+        for i in range(hosts)]}
+
+
+def backlog_tick_bench(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
+                       ticks: int = 5, seed: int = 7) -> dict[str, Any]:
+    rng = random.Random(seed)
+    rm = ResourceManager(entitlement_cycle_ms=10_000)
+    rm.fold("OfferReceived", _offers(hosts, 0))
+    for j in range(jobs):
+        for etype, body in _pending(f"job-{j}", rng.randint(1, 8), task_cpu, j):
+            rm.fold(etype, body)
+    now = jobs + 1_000
+    seconds: list[float] = []
+    admitted = 0
+    for k in range(ticks + 1):
+        started = time.process_time()
+        events = rm.tick(now)
+        seconds.append(time.process_time() - started)
+        for ev in events:
+            if ev.type in ("TasksAdmitted", "AdmissionDeferred"):
+                rm.fold(ev.type, ev.body)
+                admitted += len(ev.body["tasks"]) if ev.type == "TasksAdmitted" else 0
+        now += 100
+        if k < ticks:  # new work before each later tick
+            for etype, body in _pending(f"new-{k}", 2, task_cpu, now):
+                rm.fold(etype, body)
+    later = seconds[1:]
+    return {"jobs": jobs, "runs": sum(len(rm.ledger.live[j]) for j in rm.ledger.live),
+            "hosts": hosts, "task_cpu": task_cpu, "admitted": admitted,
+            "pending": len(rm.ledger.pending),
+            "first_tick_s": round(seconds[0], 3),
+            "later_tick_median_s": round(statistics.median(later), 3) if later else None,
+            "later_tick_max_s": round(max(later), 3) if later else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--task-cpu", type=float, default=1.0)
+    parser.add_argument("--ticks", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    a = parser.parse_args()
+    print(json.dumps(backlog_tick_bench(a.jobs, a.hosts, a.task_cpu, a.ticks, a.seed),
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""`peloton bench scale`'s pure parts: the waves it submits, the figures it computes from
+the job manager's timestamps, its CPU accounting and goal summary (the bench itself runs
+a minicluster for minutes: not a test)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from peloton.cli.main import app
+from peloton.minicluster.burst import BurstOutcome, burst_figures
+from peloton.minicluster.load import JobFollower, RunHistory
+from peloton.minicluster.scalebench import (
+    CONFIGS,
+    LARGE,
+    SMALL,
+    Wave,
+    bus_floor,
+    cpu_per_thousand,
+    cpu_sample,
+    jobs_per_s,
+    plan_waves,
+    plot,
+    service_of,
+    stat_cpu_s,
+    summarize,
+    tables,
+    wave_sizes,
+)
+
+
+def test_the_plan_has_small_and_large_waves_at_once_then_paced_ones_the_largest_last() -> None:
+    waves = plan_waves(100_000, paced=(0.25, 0.5))
+    assert [(w.name, w.job_tasks, w.tasks, w.fraction) for w in waves] == [
+        ("small 10%", SMALL, 10_000, 0.0), ("large", LARGE, 20_000, 0.0),
+        ("paced 25%", SMALL, 0, 0.25), ("paced 50%", SMALL, 0, 0.5),
+        ("small 100%", SMALL, 100_000, 0.0)]
+    assert sum(w.tasks for w in waves) >= 100_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(tasks=st.integers(1, 30_000), lo=st.integers(1, 300), span=st.integers(0, 2_000),
+       seed=st.integers(0, 10**6))
+def test_a_wave_s_job_sizes_sum_to_its_tasks_within_the_size_range_and_repeat_per_seed(
+        tasks: int, lo: int, span: int, seed: int) -> None:
+    wave = Wave("w", (lo, lo + span), tasks)
+    sizes = wave_sizes(wave, seed)
+    assert sum(sizes) == tasks
+    assert all(lo <= n <= lo + span for n in sizes[:-1])
+    assert 1 <= sizes[-1] <= lo + span  # the last takes what is left
+    assert wave_sizes(wave, seed) == sizes
+
+
+def test_a_paced_wave_has_rate_times_duration_tasks_and_is_offered_at_that_task_rate() -> None:
+    wave = Wave("paced 50%", SMALL, fraction=0.5)
+    sizes = wave_sizes(wave, seed=3, rate=400.0, paced_s=20.0)
+    assert sum(sizes) == 8_000
+    per_job_s = jobs_per_s(sizes, 400.0)
+    # submit_jobs sends job i at i / per_job_s: the whole wave in about paced_s
+    assert len(sizes) / per_job_s == pytest.approx(20.0)
+    assert jobs_per_s(sizes, 0.0) == 0.0  # at once
+    assert wave_sizes(wave, seed=3, rate=0.01, paced_s=1.0) == [1]  # never an empty wave
+
+
+STAT = ("4242 (tansu broker) x) S 1 4242 4242 0 -1 4194560 9105 0 0 0 "
+        "1234 567 8 9 20 0 5 0 123456 1000000 2000 18446744073709551615")
+
+
+def test_cpu_seconds_are_utime_plus_stime_counted_after_the_last_parenthesis() -> None:
+    assert stat_cpu_s(STAT, 100) == pytest.approx((1234 + 567) / 100)
+
+
+def test_a_sample_reads_live_processes_and_leaves_out_gone_ones_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    sample = cpu_sample({"me": os.getpid(), "gone": 2**22 + 12345})
+    assert set(sample) == {"me"} and sample["me"] > 0
+    assert "no CPU figure for gone" in caplog.text
+
+
+def test_cpu_per_thousand_tasks_sums_instances_per_service_over_processes_in_both_samples(
+) -> None:
+    before = {"broker": 10.0, "resmgr-1": 1.0, "resmgr-2": 2.0, "agent-fleet-1": 0.0,
+              "agent-fleet-2": 0.5, "jobmgr": 4.0, "died": 1.0}
+    after = {"broker": 12.0, "resmgr-1": 1.5, "resmgr-2": 2.5, "agent-fleet-1": 1.0,
+             "agent-fleet-2": 1.5, "jobmgr": 8.0, "born": 9.0}
+    assert cpu_per_thousand(before, after, 2_000) == {
+        "agent-fleet": 1.0, "broker": 1.0, "jobmgr": 2.0, "resmgr": 0.5, "total": 4.5}
+    assert service_of("bench client") == "bench client"
+    assert service_of("hostmgr") == "hostmgr"
+
+
+def _follower(runs: dict[tuple[str, int, int], list[tuple[int, str]]]) -> JobFollower:
+    follower = JobFollower("127.0.0.1:1")  # never started: its history is set here
+    follower.want({"j1": 2, "j2": 1})
+    follower.runs = {k: RunHistory([(at, s, "host-1") for at, s in v])
+                     for k, v in runs.items()}
+    follower.job_state = {"j1": "SUCCEEDED", "j2": "SUCCEEDED"}
+    return follower
+
+
+def test_wave_figures_come_from_submitted_at_and_the_job_manager_s_task_timestamps() -> None:
+    follower = _follower({
+        ("j1", 0, 1): [(1_100, "LAUNCHED"), (1_200, "RUNNING"), (1_400, "SUCCEEDED")],
+        ("j1", 1, 1): [(1_300, "RUNNING"), (1_350, "FAILED")],
+        ("j1", 1, 2): [(1_500, "RUNNING"), (2_000, "SUCCEEDED")],  # a retry: its end counts
+        ("j2", 0, 1): [(3_000, "RUNNING"), (3_000, "SUCCEEDED")]})
+    out = BurstOutcome({"j1": 2, "j2": 1}, {"j1": 1_000, "j2": 2_000}, follower, 0.1, 3.0,
+                       "all jobs terminal")
+    fig = burst_figures(out)
+    # first RUNNING per task: 200 and 300 ms (j1), 1,000 ms (j2)
+    assert fig["p50_submit_to_running_ms"] == 300.0
+    assert fig["p99_submit_to_running_ms"] == 1_000.0
+    # 3 tasks ended, from the first submission (1,000) to the last end (3,000): 2 s
+    assert fig["tasks_per_s"] == 1.5
+    assert fig["jobs_not_terminal"] == 0
+
+
+def _row(wave: str, tasks: int, total: float, **kw: Any) -> dict[str, Any]:
+    return {"wave": wave, "tasks": tasks, "fraction": 0.0, "tasks_per_s": 1_000.0,
+            "offered_tasks_per_s": "at once", "p50_submit_to_running_ms": 100.0,
+            "p99_submit_to_running_ms": 900.0, "wall_s": 10.0, "records_per_task": 2.0,
+            "jobs_not_terminal": 0, "bus_floor_tasks_per_s": 5_000.0, "ratio_to_bus": 0.2,
+            "bus_cpu_s_per_1000_tasks": 0.1,
+            "cpu_s_per_1000_tasks": {"jobmgr": total / 2, "hostmgr": total / 4,
+                                     "bench client": total / 4, "total": total}, **kw}
+
+
+def _result() -> dict[str, Any]:
+    rows = [_row("small 10%", 10_000, 2.0), _row("large", 20_000, 1.0),
+            _row("small 100%", 100_000, 2.5, jobs_not_terminal=3,
+                 stuck_task_states="PENDING=12"),
+            _row("paced 25%", 5_000, 4.0, fraction=0.25, offered_tasks_per_s=250.0),
+            _row("paced 50%", 10_000, 3.0, fraction=0.5, offered_tasks_per_s=500.0,
+                 p99_submit_to_running_ms=800.0)]
+    cfg = {"config": CONFIGS[0].name, "hosts": 1_000, "hosts_offered_s": 2.0,
+           "raw_bus_events_per_s": 30_000.0, "idle_cores": {"jobmgr": 0.1, "total": 0.5},
+           "waves": rows, "summary": summarize(rows)}
+    return {"tasks": 100_000, "hosts": 1_000, "seed": 7,
+            "configs": [cfg, {"config": "broken", "hosts": 1_000, "error": "hosts not offered"}]}
+
+
+def test_the_summary_names_max_rate_p99_at_half_of_it_cost_flatness_and_busiest_service(
+) -> None:
+    s = _result()["configs"][0]["summary"]
+    assert s["tasks_per_s, 100,000 small-job tasks at once"] == 1_000.0
+    assert s["jobs not terminal (small 100%)"] == "3: PENDING=12"
+    assert s["p99_submit_to_running_ms at paced 50%"] == 800.0
+    assert s["cpu_s_per_1000_tasks at 10,000 tasks"] == 2.0
+    assert s["cpu_s_per_1000_tasks at 100,000 tasks"] == 2.5
+    assert s["cost_ratio (largest / first small wave; flat = 1)"] == 1.25
+    assert s["busiest service (small 100%)"].startswith("jobmgr ")  # the client is not one
+
+
+def test_the_bus_floor_is_the_raw_rate_divided_by_records_per_task() -> None:
+    assert bus_floor(30_000.0, records=20_000, tasks=10_000) == 15_000.0
+    assert bus_floor(30_000.0, records=0, tasks=10_000) == 0.0
+
+
+def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
+        tmp_path: Path) -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=240)
+    for table in tables(_result()):
+        console.print(table)
+    text = console.export_text()
+    assert "paced 50%" in text and "hosts not offered" in text and "jobmgr" in text
+    path = plot(_result(), tmp_path / "scale.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_unknown_configuration_is_refused_before_anything_starts() -> None:
+    res = CliRunner().invoke(app, ["bench", "scale", "--config", "no such thing"])
+    assert res.exit_code == 2
+    assert "no such configuration" in res.output
