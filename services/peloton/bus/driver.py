@@ -15,6 +15,12 @@ back to what the log says: `core.discard_unpublished()` if the core has it and o
 last call is to be undone, otherwise a rebuild (the newest snapshot, or an empty core, plus
 the log tail; the start-up path). `_decide_batch` says what that means in a batch.
 
+Ticks leave the loop to the consumers: a tick that took longer than `SLOW_TICK_S` is
+followed by as long without ticks (calls of `tick` in that window return at once), so a
+core whose periodic decisions grow costly (the resource manager with tens of thousands of
+queued jobs) still folds its inputs at least half of the time, instead of deciding on an
+ever staler state while its backlog grows.
+
 Snapshots: `snapshots=False` turns them off (never read nor written: every start is a full
 replay). Otherwise the leader writes one every `snapshot_interval_s` seconds and after
 `snapshot_every` records (0 turns that trigger off), if anything was folded since the last.
@@ -57,6 +63,9 @@ log = logging.getLogger(__name__)
 Record = tuple[str, int, int, bytes | None, bytes | None]
 """A consumed record: (topic, partition, offset, key, value)."""
 _Inbound = tuple[list[Record], Mapping[str, Collection[str]], "asyncio.Future[int]"]
+
+
+SLOW_TICK_S = 0.05
 
 
 def now_ms() -> int:
@@ -107,6 +116,7 @@ class CoreDriver:
         self._last_snapshot: Snapshot | None = None
         self._last_snapshot_at = time.monotonic()
         self._snapshotting = False
+        self._tick_free_at = 0.0  # monotonic time before which a tick yields (see doc)
         # replay topics the core does not consume live: only its own output lands there,
         # so their position is what this shell delivered (see `_advance_own`)
         self._own = set(core.replay) - set(core.inputs)
@@ -427,10 +437,13 @@ class CoreDriver:
             log.error("%s: %d dead letters not written: %s", self.name, len(out), exc)
 
     async def tick(self) -> None:
+        if time.monotonic() < self._tick_free_at:
+            return  # the last tick was slow: the consumers have the loop for as long
         async with self.lock:
             await self._refresh()
             if not self.leading():
                 return
+            started = time.monotonic()
             try:
                 out = self.core.tick(self.clock())
             except Exception:  # same rule as a handler; nothing to dead-letter
@@ -438,6 +451,9 @@ class CoreDriver:
                 await self._recover("tick raised")
             else:
                 await self._settle(out)
+            took = time.monotonic() - started
+            if took > SLOW_TICK_S:
+                self._tick_free_at = time.monotonic() + took
             await self._refresh()
 
     async def _settle(self, events: Sequence[Event]) -> str | None:

@@ -26,12 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-
-from peloton.bus.codec import default_codec
-from peloton.bus.devbroker import consumer_settings
 from peloton.bus.faustapp import ensure_topics
-from peloton.minicluster.load import wait_offers
+from peloton.minicluster.load import wait_hosts_seen, wait_offers
 from peloton.minicluster.servers import free_port, start_tansu
 
 __all__ = ["agents_bench", "cpu_seconds", "agent_argv"]
@@ -90,27 +86,13 @@ def _fleets(bootstrap: str, hosts: int, processes: int, heartbeat_s: float,
 async def wait_registered(bootstrap: str, hosts: set[str], timeout: float,
                           procs: list[subprocess.Popen[bytes]] | None = None) -> None:
     """Wait until host-registered holds a HostRegistered of each host."""
-    codec = default_codec()
-    consumer = AIOKafkaConsumer("host-registered", bootstrap_servers=bootstrap,
-                                **consumer_settings(),  # type: ignore[arg-type]
-                                auto_offset_reset="earliest", enable_auto_commit=False)
-    await consumer.start()
-    seen: set[str] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while not hosts <= seen:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(hosts - seen)} hosts not registered in {timeout}s")
-            for p in procs or ():
-                if p.poll() is not None:
-                    raise RuntimeError(f"an agent process exited ({p.returncode})")
-            batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
-            for records in batch.values():
-                for rec in records:
-                    if codec.event_type(rec.value) == "HostRegistered":
-                        seen.add(codec.decode(rec.value)[1]["host"])
-    finally:
-        await consumer.stop()
+    def alive() -> None:
+        for p in procs or ():
+            if p.poll() is not None:
+                raise RuntimeError(f"an agent process exited ({p.returncode})")
+
+    await wait_hosts_seen(bootstrap, "host-registered", "HostRegistered", hosts, timeout,
+                          lambda body: {body["host"]}, "registered", alive)
 
 
 def idle_cpu(hosts: int, processes: int, heartbeat_s: float, idle_s: float, say: Say,

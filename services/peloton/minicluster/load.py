@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -271,8 +271,20 @@ async def read_to_end(bootstrap: str,
 
 async def wait_offers(bootstrap: str, hosts: set[str], timeout: float) -> None:
     """Wait until OfferReceived has offered each host (available) at least once."""
+    await wait_hosts_seen(bootstrap, "offer-received", "OfferReceived", hosts, timeout,
+                          lambda body: {o["host"] for o in body["offers"] if o["available"]},
+                          "offered")
+
+
+async def wait_hosts_seen(bootstrap: str, topic_name: str, etype: str, hosts: set[str],
+                          timeout: float, named: Callable[[dict[str, Any]], set[str]],
+                          what: str, alive: Callable[[], None] = lambda: None) -> None:
+    """Read `topic_name` from its start until the `etype` records have named every host
+    (`named`: the hosts one body names); TimeoutError after `timeout` s, saying how many
+    were not `what`. `alive` is called every round (it raises if a process it watches
+    died). Other event types are passed over undecoded."""
     codec = default_codec()
-    consumer = AIOKafkaConsumer("offer-received", bootstrap_servers=bootstrap,
+    consumer = AIOKafkaConsumer(topic_name, bootstrap_servers=bootstrap,
                                 **consumer_settings(),  # type: ignore[arg-type]
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
@@ -281,13 +293,15 @@ async def wait_offers(bootstrap: str, hosts: set[str], timeout: float) -> None:
     try:
         while not hosts <= seen:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"hosts not offered: {sorted(hosts - seen)[:10]}")
-            batch = await consumer.getmany(timeout_ms=500)
+                missing = sorted(hosts - seen)
+                raise TimeoutError(f"{len(missing)} hosts not {what} in {timeout:.0f}s: "
+                                   f"{missing[:10]}")
+            alive()
+            batch = await consumer.getmany(timeout_ms=500, max_records=10_000)
             for records in batch.values():
                 for rec in records:
-                    etype, body = codec.decode(rec.value)
-                    if etype == "OfferReceived":
-                        seen |= {o["host"] for o in body["offers"] if o["available"]}
+                    if codec.event_type(rec.value) == etype:
+                        seen |= named(codec.decode(rec.value)[1])
     finally:
         await consumer.stop()
 

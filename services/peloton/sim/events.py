@@ -8,10 +8,16 @@ and time in the order they were pushed. Nothing here reads a clock.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-__all__ = ["Kind", "Event", "EventQueue"]
+import numpy as np
+
+__all__ = ["Kind", "Event", "EventQueue", "BATCH_STREAM", "schedule_start"]
+
+BATCH_STREAM = -1
+"""The payload of a JOB_SUBMITTED that is the batch workload's next arrival (not a job)."""
 
 
 class Kind(IntEnum):
@@ -56,3 +62,21 @@ class EventQueue:
     def pop(self) -> Event:
         time, kind, seq, payload = heapq.heappop(self._heap)
         return Event(time, Kind(kind), seq, payload)
+
+
+def schedule_start(events: EventQueue, duration_s: float, submits: Sequence[float],
+                   first_batch: float | None, host_mtbf_s: float, hosts: int,
+                   failures: np.random.Generator) -> None:
+    """The events a run starts with (both engines): each initial job's submission (payload:
+    its index) within the run, the batch workload's first arrival, cycle 0, and each
+    host's first failure (exponential with mean `host_mtbf_s`, drawn from `failures`)."""
+    for i, submit_s in enumerate(submits):
+        if submit_s <= duration_s:
+            events.push(submit_s, Kind.JOB_SUBMITTED, i)
+    if first_batch is not None:
+        events.push(first_batch, Kind.JOB_SUBMITTED, BATCH_STREAM)
+    events.push(0.0, Kind.CYCLE, 0)
+    if host_mtbf_s > 0:
+        for h, t in enumerate(failures.exponential(host_mtbf_s, hosts).tolist()):
+            if t <= duration_s:
+                events.push(t, Kind.HOST_FAILED, h)

@@ -45,7 +45,7 @@ from peloton.resmgr.domain.poolbook import config_record
 from peloton.resmgr.service import ResourceManagerCore
 from peloton.runner.memory import MemoryRunner
 
-from .events import Event, EventQueue, Kind
+from .events import BATCH_STREAM, Event, EventQueue, Kind, schedule_start
 from .hostbook import HostBook
 from .metrics import Recorder
 from .runner_ledger import JobInfo, LogLedger
@@ -56,7 +56,6 @@ from .workload import JobSpec, Workload
 
 __all__ = ["RunnerSimulation", "job_submitted"]
 
-_BATCH_STREAM = -1
 _SERVICE_SLEEP_S = 10**9  # a service task runs until its job is stopped
 _SETUP_MAX_MS = 60_000
 
@@ -143,20 +142,10 @@ class RunnerSimulation:
         runner.run_for(1000)
 
     def _schedule_start(self) -> None:
-        end = self.scenario.duration_s
-        for i, spec in enumerate(self._initial):
-            if spec.submit_s <= end:
-                self.events.push(spec.submit_s, Kind.JOB_SUBMITTED, i)
-        first = self.workload.first_batch_arrival()
-        if first is not None:
-            self.events.push(first, Kind.JOB_SUBMITTED, _BATCH_STREAM)
-        self.events.push(0.0, Kind.CYCLE, 0)
-        mtbf = self.scenario.failures.host_mtbf_s
-        if mtbf > 0:
-            times = self._failures.exponential(mtbf, len(self.hosts))
-            for h, t in enumerate(times.tolist()):
-                if t <= end:
-                    self.events.push(t, Kind.HOST_FAILED, h)
+        schedule_start(self.events, self.scenario.duration_s,
+                       [spec.submit_s for spec in self._initial],
+                       self.workload.first_batch_arrival(),
+                       self.scenario.failures.host_mtbf_s, len(self.hosts), self._failures)
 
     # ------------------------------------------------------------------------- loop
     @property
@@ -181,10 +170,10 @@ class RunnerSimulation:
 
     # --------------------------------------------------------------------- handlers
     def _on_submit(self, event: Event) -> None:
-        if event.payload == _BATCH_STREAM:
+        if event.payload == BATCH_STREAM:
             spec, nxt = self.workload.next_batch(event.time)
             if nxt is not None:
-                self.events.push(nxt, Kind.JOB_SUBMITTED, _BATCH_STREAM)
+                self.events.push(nxt, Kind.JOB_SUBMITTED, BATCH_STREAM)
         else:
             spec = self._initial[event.payload]
         r = spec.resources

@@ -32,7 +32,7 @@ import numpy as np
 
 from peloton.jobmgr.domain.states import TaskState
 
-from .events import Event, EventQueue, Kind
+from .events import BATCH_STREAM, Event, EventQueue, Kind, schedule_start
 from .metrics import Recorder
 from .scenario import Scenario
 from .scheduler import Scheduler, entitlement_cpu
@@ -43,7 +43,6 @@ from .workload import JobSpec, Workload
 __all__ = ["Simulation", "SimResult"]
 
 S = TaskState
-_BATCH_STREAM = -1
 _PENDING, _READY = CODE[S.PENDING], CODE[S.READY]
 
 
@@ -82,20 +81,10 @@ class Simulation:
 
     # ---------------------------------------------------------------------- schedule
     def _schedule_start(self) -> None:
-        end = self.scenario.duration_s
-        for i, spec in enumerate(self._initial):
-            if spec.submit_s <= end:
-                self.events.push(spec.submit_s, Kind.JOB_SUBMITTED, i)
-        first = self.workload.first_batch_arrival()
-        if first is not None:
-            self.events.push(first, Kind.JOB_SUBMITTED, _BATCH_STREAM)
-        self.events.push(0.0, Kind.CYCLE, 0)
-        mtbf = self.scenario.failures.host_mtbf_s
-        if mtbf > 0:
-            times = self._failures.exponential(mtbf, len(self.state.hosts))
-            for h, t in enumerate(times.tolist()):
-                if t <= end:
-                    self.events.push(t, Kind.HOST_FAILED, h)
+        schedule_start(self.events, self.scenario.duration_s,
+                       [spec.submit_s for spec in self._initial],
+                       self.workload.first_batch_arrival(),
+                       self.scenario.failures.host_mtbf_s, len(self.state.hosts), self._failures)
 
     # -------------------------------------------------------------------------- loop
     def step(self) -> Event | None:
@@ -142,10 +131,10 @@ class Simulation:
 
     # ---------------------------------------------------------------------- handlers
     def _on_submit(self, event: Event) -> None:
-        if event.payload == _BATCH_STREAM:
+        if event.payload == BATCH_STREAM:
             spec, nxt = self.workload.next_batch(event.time)
             if nxt is not None:
-                self.events.push(nxt, Kind.JOB_SUBMITTED, _BATCH_STREAM)
+                self.events.push(nxt, Kind.JOB_SUBMITTED, BATCH_STREAM)
         else:
             spec = self._initial[event.payload]
         job = self.state.add_job(spec, self.now)

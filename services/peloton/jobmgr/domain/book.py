@@ -490,7 +490,13 @@ class JobBook:
         """The runs the host manager had launched on the lost incarnation (listed in the
         fact, so no scan of the book) are lost; a listed run the job manager has not seen
         reach the host yet is lost all the same (a later stage). Runs only PLACED there and
-        not listed are left alone (the host manager rejects them back)."""
+        not listed are left alone (the host manager rejects them back).
+
+        Each lost run is also killed on its host: a host declared lost may only have been
+        slow (a stalled agent, an overloaded host manager); when it answers again its agent
+        reads the kills and stops the runs whose replacements now run elsewhere (a launch
+        it reads after the kill is not started), as Mesos shuts down the tasks of a
+        returning agent. If the host is really gone the kills reach no one."""
         host, reason = body["host"], body["reason"]
         for rid in sorted(set(body["runs"])):
             try:
@@ -509,6 +515,9 @@ class JobBook:
             if cur.run == run and cur.state not in TERMINAL:
                 self.emit(batch, job, task, target, cur, f"host {host} lost: {reason}",
                           cur.host or host, None)
+                batch.kill(host, job_id, instance, run, 0.0,
+                           f"run {run} was declared lost with its host {host} ({reason}) "
+                           f"and replaced: it must not run on")
 
     def preempt(self, victims: Iterable[Ref], now_ms: int) -> list[Event]:
         """Take back the named runs (see `kills.preempt`)."""

@@ -260,8 +260,12 @@ class Ledger:
         self.hosts_version = 0  # bumps on every change of capacity
         # host -> [incarnation offered last, newest incarnation lost]: a HostLost read
         # after an offer of the host's next incarnation, or an offer of a lost
-        # incarnation read after its HostLost (two partitions), changes nothing
+        # incarnation made before its HostLost and read after it (two partitions),
+        # changes nothing. An offer of the lost incarnation made after the HostLost
+        # (`lost_at`, event time) is the host answering again: the host manager offers a
+        # host it declared lost when its heartbeats resume (a stall, not a crash).
         self.incarnations: dict[str, list[str]] = {}
+        self.lost_at: dict[str, int] = {}
         self.clock = 0  # the largest event time folded
         self.swept_at = 0
 
@@ -310,8 +314,9 @@ class Ledger:
             self._tick_clock(at)
             for host, incarnation, entry in offers:
                 known = self.incarnations.setdefault(host, ["", ""])
-                if incarnation and incarnation == known[1]:
-                    continue  # an offer of an incarnation already lost
+                if (incarnation and incarnation == known[1]
+                        and at <= self.lost_at.get(host, 0)):
+                    continue  # an offer of an incarnation already lost, made before
                 known[0] = incarnation
                 if self.hosts.get(host) != entry:
                     self.hosts[host] = entry
@@ -323,6 +328,7 @@ class Ledger:
             known = self.incarnations.setdefault(host, ["", ""])
             lost = str(body.get("incarnation", ""))
             known[1] = lost
+            self.lost_at[host] = max(at, self.lost_at.get(host, 0))
             old = self.hosts.get(host)
             if known[0] and lost and known[0] != lost:
                 pass  # the host already offers its next incarnation
@@ -584,6 +590,7 @@ class Ledger:
                         for j, (first, held) in self.orphans.items()],
             "hosts": [[h, a, c.as_dict()] for h, (a, c) in sorted(self.hosts.items())],
             "incarnations": {h: list(v) for h, v in sorted(self.incarnations.items())},
+            "lost_at": dict(sorted(self.lost_at.items())),
             "version": self.version, "hosts_version": self.hosts_version,
             "clock": self.clock, "swept_at": self.swept_at,
         }
@@ -640,6 +647,7 @@ class Ledger:
         ledger.hosts_version = int(data["hosts_version"])
         ledger.incarnations = {str(h): [str(v[0]), str(v[1])]
                                for h, v in dict(data.get("incarnations", {})).items()}
+        ledger.lost_at = {str(h): int(t) for h, t in dict(data.get("lost_at", {})).items()}
         ledger.clock = int(data["clock"])
         ledger.swept_at = int(data["swept_at"])
         return ledger
