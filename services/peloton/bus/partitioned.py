@@ -295,9 +295,15 @@ class PartitionedShell:
                    for p in range(topic(t).partitions)]
             consumer.assign(tps)
             async with self.tail_lock:
+                # from the log end, or from where a shard built before this reader started
+                # stopped its replay (it skips what it folded; without this it would miss
+                # the records written between its replay's end and this reader's start)
                 ends = await log_end_offsets(consumer, tps)
                 for tp in tps:
-                    consumer.seek(tp, ends[tp])
+                    built = [d.positions[(tp.topic, tp.partition)]
+                             for d in (*self.shards.values(), *self.suspended.values())
+                             if (tp.topic, tp.partition) in d.positions]
+                    consumer.seek(tp, min([ends[tp], *built]))
             while True:
                 batch = await consumer.getmany(timeout_ms=200, max_records=self.batch_max)
                 records = [(r.topic, r.partition, r.offset, r.key, r.value)
