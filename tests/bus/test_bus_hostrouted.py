@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from peloton.bus.codec import default_codec
-from peloton.bus.hostrouted import HostRoute, host_partitions, partition_for
+from peloton.bus.hostrouted import HostRoute, host_partitions
+from peloton.bus.routing import partition_for
 from peloton.runner.memory import partition_for as runner_partition_for
 
 CODEC = default_codec()

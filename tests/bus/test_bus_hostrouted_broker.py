@@ -18,8 +18,8 @@ from peloton.agent.app import AgentConfig, AgentCore
 from peloton.agent.shell import AgentShell
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec, schema_dir
-from peloton.bus.hostrouted import partition_for
 from peloton.bus.publisher import Publisher
+from peloton.bus.routing import partition_for
 from peloton.minicluster.fleet import AgentFleetCore
 from peloton.model.event import Event
 from peloton.model.resources import Resources

@@ -3,13 +3,13 @@ the records keyed by its hosts reach its decoder.
 
 Rule (`HostRoute`): the topics an agent reads are keyed by host (the catalog's `key` of
 task-launch-requested, task-kill-requested, host-registered), so the producer's default
-partitioner (Kafka's murmur2 of the key, `partition_for`, the same the in-memory runner
-uses) puts every record for host H in partition murmur2(H) mod P. An agent serving hosts
-S is assigned (manual assignment, no consumer group: no join, no rebalance; the dev
-broker's group joins take seconds) exactly {partition_for(h, P) | h in S} of each topic,
-with P the topic's partition count as the BROKER reports it (not the catalog's: a topic
-keeps the count it was created with, `peloton.bus.partitions`). Of what it fetches it
-keeps the records whose key is one of its hosts (`wants`, a set lookup on the raw key
+partitioner (Kafka's murmur2 of the key, `peloton.bus.routing.partition_for`, the same
+the in-memory runner uses) puts every record for host H in partition murmur2(H) mod P.
+An agent serving hosts S is assigned (manual assignment, no consumer group: no join, no
+rebalance; the dev broker's group joins take seconds) exactly {partition_for(h, P) | h in
+S} of each topic, with P the topic's partition count as the BROKER reports it (not the
+catalog's: a topic keeps the count it was created with, `peloton.bus.partitions`). Of what
+it fetches it keeps the records whose key is one of its hosts (`wants`, a set lookup on the raw key
 bytes) and, per topic, of the event types it asked for (`codec.event_type`: the schema
 fingerprint, read without decoding); everything else is counted (`skipped`) and never
 decoded. So a launch for host A is decoded by the agent of A only, and with enough
@@ -32,21 +32,16 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.partitioner import murmur2
 
 from peloton.bus.codec import Codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
 from peloton.bus.driver import Record
 from peloton.bus.kafkaconfig import client_settings
+from peloton.bus.routing import partition_for
 
-__all__ = ["partition_for", "host_partitions", "HostRoute", "HostRoutedConsumer"]
+__all__ = ["host_partitions", "HostRoute", "HostRoutedConsumer"]
 
 log = logging.getLogger(__name__)
-
-
-def partition_for(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for a keyed record (murmur2 of the key bytes)."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def host_partitions(hosts: Iterable[str], partitions: int) -> frozenset[int]:

@@ -101,6 +101,8 @@ class PartitionedShell:
         self.sharded = frozenset(route.sharded)
         self.live = [t for t in sample.inputs if t in self.sharded]
         self.broadcast = [t for t in sample.inputs if t not in self.sharded]
+        #: the event types each shard input topic carries (what a driver accepts there)
+        self.carries = {t: set(topic(t).events) for t in sample.inputs}
         self.tick_interval = sample.tick_interval
         self.driver_options: dict[str, Any] = dict(
             snapshot_interval_s=snapshot_interval_s, snapshot_every=snapshot_every,
@@ -146,9 +148,8 @@ class PartitionedShell:
         router_carries = {t: set(topic(t).events) for t in self.router.core.inputs}
         for name in self.router.core.inputs:
             self._agent(name, self._to_router(router_carries))
-        shard_carries = {t: set(topic(t).events) for t in (*self.live, *self.broadcast)}
         for name in self.live:
-            self._agent(name, self._to_shards(shard_carries))
+            self._agent(name, self._to_shards(self.carries))
         if self.tick_interval:
             self.app.timer(self.tick_interval, name=f"{self.name}-tick")(self._tick)
         self.app.timer(1.0, name=f"{self.name}-snapshot")(self._snapshots)
@@ -289,7 +290,6 @@ class PartitionedShell:
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     **consumer_settings(), **client_settings())  # type: ignore[arg-type]
         await consumer.start()
-        carries = {t: set(topic(t).events) for t in self.broadcast}
         try:
             tps = [TopicPartition(t, p) for t in self.broadcast
                    for p in range(topic(t).partitions)]
@@ -312,6 +312,6 @@ class PartitionedShell:
                     continue
                 async with self.tail_lock:
                     for driver in list(self.shards.values()):
-                        await driver.on_records(records, carries)
+                        await driver.on_records(records, self.carries)
         finally:
             await consumer.stop()
