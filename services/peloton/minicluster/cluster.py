@@ -35,6 +35,11 @@ from peloton.minicluster.servers import free_ports, start_etcd, start_tansu
 __all__ = ["AgentSpec", "Layout", "Cluster", "up", "down", "status", "load"]
 
 
+#: the services that run as one process, or partitioned as `<service>-<n>` (Layout's
+#: `<service>_instances`), in start order
+PARTITIONABLE = ("jobmgr", "hostmgr", "placement")
+
+
 @dataclass
 class AgentSpec:
     name: str
@@ -173,16 +178,12 @@ class Cluster:
             return base + ["resmgr", *boot, "--etcd", lay.etcd, "--instance",
                            name.split("-", 1)[1], "--cycle", str(lay.entitlement_cycle_s),
                            "--lease-ttl", str(lay.lease_ttl_s)]
-        if name == "hostmgr" or name.startswith("hostmgr-"):
-            part = ([] if name == "hostmgr" else
-                    ["--partitioned", "--instance", name.split("-", 1)[1]])
-            return base + ["hostmgr", *boot, "--heartbeat-timeout",
-                           str(lay.heartbeat_timeout_s), *part]
-        if name in ("jobmgr", "placement"):
-            return base + [name, *boot]
-        if name.startswith(("jobmgr-", "placement-")):
-            service, instance = name.split("-", 1)
-            return base + [service, *boot, "--partitioned", "--instance", instance]
+        service, _, instance = name.partition("-")
+        if service in PARTITIONABLE:  # "jobmgr": one instance; "jobmgr-2": partitioned
+            options = (["--heartbeat-timeout", str(lay.heartbeat_timeout_s)]
+                       if service == "hostmgr" else [])
+            part = ["--partitioned", "--instance", instance] if instance else []
+            return base + [service, *boot, *options, *part]
         if name == "api":
             return base + ["api", *boot, "--dsn", f"chdb://{lay.run_dir / 'chdb'}",
                            "--port", str(lay.api_port),
@@ -201,13 +202,10 @@ class Cluster:
 
     def service_names(self) -> list[str]:
         names = [f"resmgr-{i + 1}" for i in range(self.layout.resmgr_instances)]
-        jobmgrs = ([f"jobmgr-{i + 1}" for i in range(self.layout.jobmgr_instances)]
-                   or ["jobmgr"])
-        hostmgrs = ([f"hostmgr-{i + 1}" for i in range(self.layout.hostmgr_instances)]
-                    or ["hostmgr"])
-        engines = ([f"placement-{i + 1}" for i in range(self.layout.placement_instances)]
-                   or ["placement"])
-        names += [*jobmgrs, *hostmgrs, *engines] + (["api"] if self.layout.with_api else [])
+        for service in PARTITIONABLE:
+            count = getattr(self.layout, f"{service}_instances")
+            names += [f"{service}-{i + 1}" for i in range(count)] or [service]
+        names += ["api"] if self.layout.with_api else []
         return names + [f"agent-{a.name}" for a in self.layout.agents]
 
     def start_service(self, name: str) -> Proc:
