@@ -17,34 +17,16 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from pool_jobs import job_body, pool_config
+
 from peloton.bus.catalog import topic_for_event
 from peloton.bus.codec import default_codec
 from peloton.jobmgr.service import JobManagerCore
 from peloton.model.event import Event
-from peloton.model.jobfile import parse_job_file
-from peloton.model.resources import Resources
-from peloton.resmgr.domain.poolbook import config_record
-from peloton.resmgr.domain.poolconfig import PoolConfig
 from peloton.resmgr.service import ResourceManagerCore
 
 TERMINAL = {"SUCCEEDED", "FAILED", "LOST", "KILLED"}
 
-JOB = """\
-name: {name}
-owner: team
-instanceCount: {n}
-respool: {pool}
-sla: {{priority: {priority}, preemptible: {preemptible}}}
-defaultConfig:
-  resource: {{cpuLimit: {cpu}, memLimitMb: 64, diskLimitMb: 16}}
-  command: {{value: "sleep 600"}}
-  killGracePeriodSeconds: 7
-"""
-
-
-def pool_config(name: str, cpu_res: float, cpu_lim: float) -> dict[str, Any]:
-    return config_record(PoolConfig.uniform(
-        name, Resources(cpu_res, 1024, 1024, 0), Resources(cpu_lim, 12288, 30720, 0)))
 
 
 class Sim:
@@ -155,9 +137,8 @@ class Sim:
 
     def submit(self, job_id: str, pool: str, n: int, priority: int = 1,
                preemptible: bool = True, cpu: float = 1.0) -> None:
-        text = JOB.format(name=job_id, n=n, pool=pool, priority=priority,
-                          preemptible=str(preemptible).lower(), cpu=cpu)
-        self.send(Event("JobSubmitted", job_id, parse_job_file(text, job_id, self.now)))
+        self.send(Event("JobSubmitted", job_id,
+                        job_body(job_id, pool, n, self.now, priority, preemptible, cpu)))
 
     def states(self, job_id: str) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -184,8 +165,7 @@ def test_admitted_but_unplaced_victims_are_requeued_at_once() -> None:
     from peloton.jobmgr.domain.book import JobBook
 
     book = JobBook()
-    text = JOB.format(name="j", n=1, pool="/default", priority=1, preemptible="true", cpu=1)
-    book.handle("JobSubmitted", parse_job_file(text, "j", 1), 2)
+    book.handle("JobSubmitted", job_body("j", "/default", 1, 1), 2)
     book.handle("TasksAdmitted", {"at": 3, "pool": "/default", "tasks": [
         {"job_id": "j", "instance": 0, "run": 1}]}, 3)
     assert book.jobs["j"].tasks[0].state.value == "READY"

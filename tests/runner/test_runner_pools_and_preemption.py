@@ -12,28 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pool_jobs import job_body, pool_config
+
 from peloton.hostmgr.service import HostManagerCore
 from peloton.jobmgr.service import JobManagerCore
 from peloton.model.event import Event
-from peloton.model.jobfile import parse_job_file
-from peloton.model.resources import Resources
 from peloton.placement.service import PlacementCore
-from peloton.resmgr.domain.poolbook import config_record
-from peloton.resmgr.domain.poolconfig import PoolConfig
 from peloton.resmgr.service import ResourceManagerCore
 from peloton.runner import MemoryRunner
-
-JOB = """\
-name: {name}
-owner: team
-instanceCount: {n}
-respool: {pool}
-sla: {{priority: {priority}, preemptible: {preemptible}}}
-defaultConfig:
-  resource: {{cpuLimit: {cpu}, memLimitMb: 64, diskLimitMb: 16}}
-  command: {{value: "sleep 600"}}
-  killGracePeriodSeconds: 7
-"""
 
 
 def cluster(preemption_cycles: int = 2, preemption: bool = True, in_pool: bool = True,
@@ -52,9 +38,7 @@ def cluster(preemption_cycles: int = 2, preemption: bool = True, in_pool: bool =
 
 
 def create_pool(runner: MemoryRunner, path: str, cpu_res: float, cpu_lim: float) -> None:
-    config = config_record(PoolConfig.uniform(
-        path.rsplit("/", 1)[1], Resources(cpu_res, 1024, 1024, 0),
-        Resources(cpu_lim, 12288, 30720, 0)))
+    config = pool_config(path.rsplit("/", 1)[1], cpu_res, cpu_lim)
     runner.publish([Event("ResourcePoolCreateRequested", path, {
         "request_id": f"create-{path}", "at": runner.now, "path": path, "config": config})])
 
@@ -69,9 +53,7 @@ def two_pools(**kw: Any) -> MemoryRunner:
 
 def submit(runner: MemoryRunner, job_id: str, pool: str, n: int, priority: int = 1,
            preemptible: bool = True, cpu: float = 1.0) -> None:
-    text = JOB.format(name=job_id, n=n, pool=pool, priority=priority,
-                      preemptible=str(preemptible).lower(), cpu=cpu)
-    runner.submit([parse_job_file(text, job_id, runner.now)])
+    runner.submit([job_body(job_id, pool, n, runner.now, priority, preemptible, cpu)])
 
 
 def states(runner: MemoryRunner, job_id: str) -> dict[str, int]:
