@@ -26,6 +26,7 @@ from faust.tables.manager import TableManager
 
 from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS
 from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_as_dead_member
+from peloton.bus.intake import App
 from peloton.bus.kafkaconfig import client_settings, faust_settings, ssl_context
 from peloton.bus.kafkaconfig import from_env as kafka_from_env
 from peloton.bus.topicconfig import from_env as topic_settings
@@ -63,7 +64,7 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None,
     settings.update(extra)
     patch_faust_fetch_wait()
     rejoin_as_dead_member(app_id, member)
-    return faust.App(app_id, **settings)
+    return App(app_id, **settings)
 
 
 def _faust_dir(app_id: str) -> Path:

@@ -68,8 +68,9 @@ from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
 from peloton.bus.driver import CoreDriver, Record
-from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.faustapp import ensure_topics, make_app
 from peloton.bus.health import Health, health_server
+from peloton.bus.intake import add_intake
 from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.readiness import announce_ready
 from peloton.bus.routing import Route, RouterCore, check_copartitioned
@@ -183,15 +184,7 @@ class PartitionedShell:
                        on_ready=lambda: self.health.passed("consuming"))
 
     def _agent(self, topic_name: str, handle: Callable[[list[Record]], Any]) -> None:
-        batch_max, within = self.batch_max, self.batch_within_s
-
-        async def consume(stream: Any) -> None:
-            async for events in stream.take_events(batch_max, within=within):
-                await handle([(e.message.topic, e.message.partition, e.message.offset,
-                               e.key, e.value) for e in events])
-
-        self.app.agent(raw_topic(self.app, topic_name),
-                       name=f"{self.name}-{topic_name}")(consume)
+        add_intake(self.app, topic_name, f"{self.name}-{topic_name}", handle, self.batch_max)
 
     def _to_router(self, carries: dict[str, set[str]]) -> Callable[[list[Record]], Any]:
         async def handle(records: list[Record]) -> None:

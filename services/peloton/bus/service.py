@@ -85,9 +85,10 @@ from peloton.bus import logformat
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.consumerlag import LAG_SAMPLE_S, HandledOffsets, sample_lag
-from peloton.bus.driver import CoreDriver, now_ms
-from peloton.bus.faustapp import ensure_topics, make_app, raw_topic
+from peloton.bus.driver import CoreDriver, Record, now_ms
+from peloton.bus.faustapp import ensure_topics, make_app
 from peloton.bus.health import Health, health_server
+from peloton.bus.intake import add_intake
 from peloton.bus.metrics import (
     EVENTS_CONSUMED,
     HANDLER_SECONDS,
@@ -260,22 +261,16 @@ class ServiceShell:
             await self.driver.snapshot()
 
     def _add_agent(self, topic_name: str) -> None:
-        source = raw_topic(self.app, topic_name)
         expected = set(topic(topic_name).events)
         driver = self.driver
-
         carries = {topic_name: expected}
-        batch_max, within = self.batch_max, self.batch_within_s
         handled = self._handled
 
-        async def consume(stream: Any) -> None:
-            async for events in stream.take_events(batch_max, within=within):
-                started = time.perf_counter()
-                await driver.on_records([(e.message.topic, e.message.partition,
-                                          e.message.offset, e.key, e.value)
-                                         for e in events], carries)
-                handled(topic_name, [(e.message.topic, e.message.partition,
-                                      e.message.offset) for e in events],
-                        time.perf_counter() - started)
+        async def consume(records: list[Record]) -> None:
+            started = time.perf_counter()
+            await driver.on_records(records, carries)
+            handled(topic_name, [(t, p, o) for t, p, o, _k, _v in records],
+                    time.perf_counter() - started)
 
-        self.app.agent(source, name=f"{self.name}-{topic_name}")(consume)
+        add_intake(self.app, topic_name, f"{self.name}-{topic_name}", consume,
+                   self.batch_max)

@@ -105,6 +105,13 @@ def terminal_ats(follower: JobFollower) -> list[int]:
             if s in TERMINAL]
 
 
+def stage_figures(stages: dict[str, list[int]]) -> str:
+    """`READY 120/340, PLACED ...`: p50/p99 ms from submit to each state (the states no task
+    reached are left out)."""
+    return ", ".join(f"{s} {percentile(v, 50):.0f}/{percentile(v, 99):.0f}"
+                     for s, v in stages.items() if v) or "-"
+
+
 def burst_figures(out: BurstOutcome, rate: float = 0.0) -> dict[str, Any]:
     """The burst's figures (module docstring) from what it left."""
     follower, submitted = out.follower, out.submitted
@@ -126,6 +133,7 @@ def burst_figures(out: BurstOutcome, rate: float = 0.0) -> dict[str, Any]:
         "p99_submit_to_running_ms": ms(percentile(to_run, 99)),
         "p50_submit_to_terminal_ms": ms(percentile(to_end, 50)),
         "p99_submit_to_terminal_ms": ms(percentile(to_end, 99)),
+        "p50_p99_ms_to_each_state": stage_figures(follower.stage_latencies(submitted)),
         "tasks_running_seen": len(to_run), "tasks_terminal_seen": len(to_end),
         "jobs_rejected": len(follower.rejected),
         "jobs_not_terminal": len(pending),

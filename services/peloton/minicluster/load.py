@@ -77,6 +77,11 @@ async def submit_jobs(bootstrap: str, jobs: Iterable[tuple[str, int]], duration_
         await producer.stop()
 
 
+#: the states a task passes on its way to RUNNING, for `JobFollower.stage_latencies`
+STAGES = (TaskState.PENDING, TaskState.READY, TaskState.PLACED, TaskState.LAUNCHING,
+          TaskState.LAUNCHED, TaskState.RUNNING)
+
+
 @dataclass
 class RunHistory:
     """One run's TaskStateChanged history, in log order: (at, state, host)."""
@@ -196,6 +201,23 @@ class JobFollower:
         to_run = [at - submitted[j] for (j, _i), at in running.items()]
         to_end = [end - submitted[j] for (j, _i), (_r, end) in ended.items()]
         return to_run, to_end
+
+    def stage_latencies(self, submitted: dict[str, int],
+                        states: tuple[TaskState, ...] = STAGES) -> dict[str, list[int]]:
+        """Per state of `states`: ms from each task's job's submitted_at to the first time
+        one of its runs reached that state (where the time goes in a burst)."""
+        first: dict[tuple[str, int, str], int] = {}
+        for (job, inst, _run), hist in self.runs.items():
+            if job not in submitted:
+                continue
+            for at, s, _h in hist.changes:
+                if s in states:
+                    key = (job, inst, s)
+                    first[key] = min(at, first.get(key, at))
+        out: dict[str, list[int]] = {str(s): [] for s in states}
+        for (job, _inst, s), at in first.items():
+            out[s].append(at - submitted[job])
+        return out
 
 
 def on_host_overlaps(runs: dict[tuple[str, int, int], RunHistory]) -> list[str]:
