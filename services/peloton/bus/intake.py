@@ -16,7 +16,12 @@ the stream's passive drainer and `take_events`), so the shells take records this
   the buffer holds (up to `batch_max` messages; after the first it lets the fetcher
   deliver the rest of its fetch once), skips messages fetched before the current
   rebalance (as a Faust stream does), awaits `handle(records)` and only then acks the
-  messages: Faust commits an offset once every message up to it is acked.
+  messages: Faust commits an offset once every message up to it is acked. A handler
+  that raises (a bug of the shell: the driver dead-letters what a core cannot take)
+  crashes the app rather than go on, since Faust would commit past the unacked records
+  once later ones are acked. It tells
+  Faust's monitor when each partition last moved, which Faust's consumer checks (a
+  partition fetched but not processed for 5 minutes is logged as a stuck stream).
 - `App`'s consumer awaits each fetched record's delivery directly while the flow runs,
   instead of racing it against the flow's suspension with two new tasks per record; while
   the flow is suspended (a rebalance) it races them as Faust does.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -44,7 +50,7 @@ class BatchChannel(faust.Topic):  # type: ignore[misc]
     def _compile_decode(self) -> None:  # Faust compiles `decode` per instance
         async def decode(message: Any, *, propagate: bool = False) -> Any:
             return message
-        self.decode = decode
+        self.decode = decode  # type: ignore[method-assign]
 
 
 def add_intake(app: faust.App, topic_name: str, name: str,
@@ -65,14 +71,22 @@ def add_intake(app: faust.App, topic_name: str, name: str,
                           len(batch) - len(live))
             if not live:
                 continue
+            inbound = app.monitor.stream_inbound_time  # Faust's check that streams move
+            now = time.monotonic()
+            for tp in {m.tp for m in live}:
+                inbound[tp] = now
             try:
                 await handle([(m.topic, m.partition, m.offset, m.key, m.value)
                               for m in live])
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the shells dead-letter what fails; this is their own bug
-                log.exception("%s: batch handler failed; its records stay unacked", name)
-                continue
+            except Exception as exc:  # the shells dead-letter what fails: a shell bug
+                # Faust would commit past these records once later ones are acked, so
+                # the service stops; its restart reads them again from the last commit
+                log.exception("%s: batch handler failed; stopping the service (its "
+                              "records stay unacked)", name)
+                await app.crash(exc)
+                return
             consumer = app.consumer
             for m in live:
                 m.ack(consumer)

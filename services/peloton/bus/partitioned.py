@@ -89,7 +89,7 @@ class PartitionedShell:
         shard_factory: Callable[[int], ServiceCore], bootstrap: str,
         codec: Codec | None = None, snapshot_interval_s: float = 10.0,
         snapshot_every: int = 20_000, snapshots: bool = True, batch_max: int = 500,
-        batch_within_s: float = 0.01, health_port: int | None = None,
+        health_port: int | None = None,
         health_bind: str = "0.0.0.0", web_port: int | None = None,
         web_bind: str = "127.0.0.1", static_membership: bool = False,
     ) -> None:
@@ -108,7 +108,7 @@ class PartitionedShell:
         self.driver_options: dict[str, Any] = dict(
             snapshot_interval_s=snapshot_interval_s, snapshot_every=snapshot_every,
             snapshots=snapshots)
-        self.batch_max, self.batch_within_s = batch_max, batch_within_s
+        self.batch_max = batch_max
         self.health_port, self.health_bind = health_port, health_bind
         self.router = CoreDriver(f"{name}-router", RouterCore(route), bootstrap, self.codec,
                                  instance=instance, snapshots=False)
@@ -148,9 +148,9 @@ class PartitionedShell:
     def _wire(self) -> None:
         router_carries = {t: set(topic(t).events) for t in self.router.core.inputs}
         for name in self.router.core.inputs:
-            self._agent(name, self._to_router(router_carries))
+            self._intake(name, self._to_router(router_carries))
         for name in self.live:
-            self._agent(name, self._to_shards(self.carries))
+            self._intake(name, self._to_shards(self.carries))
         if self.tick_interval:
             self.app.timer(self.tick_interval, name=f"{self.name}-tick")(self._tick)
         self.app.timer(1.0, name=f"{self.name}-snapshot")(self._snapshots)
@@ -183,7 +183,7 @@ class PartitionedShell:
         announce_ready(self.app, f"{self.name}-{self.instance}",
                        on_ready=lambda: self.health.passed("consuming"))
 
-    def _agent(self, topic_name: str, handle: Callable[[list[Record]], Any]) -> None:
+    def _intake(self, topic_name: str, handle: Callable[[list[Record]], Any]) -> None:
         add_intake(self.app, topic_name, f"{self.name}-{topic_name}", handle, self.batch_max)
 
     def _to_router(self, carries: dict[str, set[str]]) -> Callable[[list[Record]], Any]:

@@ -151,6 +151,7 @@ class RouterCore:
     def __init__(self, route: Route) -> None:
         self.route = route
         self.inputs: tuple[str, ...] = route.topics
+        self.ignores = route.ignored  # the driver skips them undecoded
         self.routed = 0  # facts read
         self.parts = 0  # parts written
 

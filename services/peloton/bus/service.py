@@ -9,26 +9,28 @@ Contract: decide, publish, then commit (the same for every service).
    With no usable snapshot (none, unreadable, another service's, an older format or core
    version, positions past the log end) fold them from the start, with a warning. Then
    `core.after_replay` gives a backlog of decisions, published like any other: it must
-   decide whatever the replay folded that was never handled (the live agents skip it).
+   decide whatever the replay folded that was never handled (the live intake skips it).
    An `after_replay` that raises leaves the core as the log says, with no backlog.
-2. Live: a Faust agent per input topic takes the records available (up to `batch_max`,
-   or what came within `batch_within_s`) and hands the batch to the `CoreDriver`
+2. Live: a Faust intake task per input topic (`peloton.bus.intake`: the app's consumer
+   group and conductor, without a per-record stream) takes the records available (up to
+   `batch_max`) and hands the batch to the `CoreDriver`
    (`peloton.bus.driver`), which decides its records in order (the order of each
    partition is kept). Records below the driver's position (already folded by the
-   rebuild) are skipped. Undecodable or misplaced records go to the dead-letter topic
-   with the reason, and the service keeps going.
-3. Decide, publish, commit: every core call holds one lock (Faust runs one agent task per
+   rebuild) are skipped, as are records of the types in the core's optional `ignores`
+   (their header names the type; the body is never decoded). Undecodable or misplaced
+   records go to the dead-letter topic with the reason, and the service keeps going.
+3. Decide, publish, commit: every core call holds one lock (Faust runs one intake task per
    topic concurrently, so without it two decisions could interleave; batches of different
    topics take turns). Under it the driver handles each record of the batch, collects the
    events (with the key the catalog declares), hands them all to the producer and awaits
    their delivery once; only then do the positions of the batch's records advance and the
-   records count as done (Faust acks a batch when the agent asks for the next one). So a
+   records count as done (the intake acks a batch's records when the driver returned). So a
    snapshot, or a position, covers only inputs whose output reached the log, and a batch
    costs one broker round trip, not one per record.
 4. A decision that does not reach the log leaves no trace: the core is brought back to
    what the log says, by `core.discard_unpublished()` when exactly one call is to be
    undone and the core has it, else by a rebuild (the newest snapshot this shell knows,
-   or an empty core, plus the log tail, under the lock; the agents then skip what the
+   or an empty core, plus the log tail, under the lock; the intake then skips what the
    rebuild folded). In a batch:
    - a record whose handler raises (or whose events do not encode) ends the batch: the
      events of the records before it are published (the core holds exactly those; they
@@ -138,7 +140,7 @@ class ServiceShell:
         codec: Codec | None = None, web_port: int | None = None, web_bind: str = "127.0.0.1",
         snapshot_interval_s: float = 10.0, snapshot_every: int = 20_000,
         core_factory: Callable[[], ServiceCore] | None = None, snapshots: bool = True,
-        batch_max: int = 500, batch_within_s: float = 0.01,
+        batch_max: int = 500,
         health_port: int | None = None, health_bind: str = "0.0.0.0",
     ) -> None:
         self.name = name
@@ -146,7 +148,6 @@ class ServiceShell:
         self.metrics_service = service_label(name)
         self.handled = HandledOffsets()
         self.batch_max = batch_max
-        self.batch_within_s = batch_within_s
         self.instance = instance
         self.bootstrap = bootstrap
         self.codec = codec or default_codec()
@@ -232,7 +233,7 @@ class ServiceShell:
     # ---- wiring ---------------------------------------------------------------------
     def _wire(self, core: ServiceCore) -> None:
         for name in core.inputs:
-            self._add_agent(name)
+            self._add_intake(name)
         if core.tick_interval:
             self.app.timer(core.tick_interval, name=f"{self.name}-tick")(self.driver.tick)
         if self.driver.snapshots_enabled:
@@ -260,7 +261,7 @@ class ServiceShell:
         if self.driver.snapshot_due():
             await self.driver.snapshot()
 
-    def _add_agent(self, topic_name: str) -> None:
+    def _add_intake(self, topic_name: str) -> None:
         expected = set(topic(topic_name).events)
         driver = self.driver
         carries = {topic_name: expected}

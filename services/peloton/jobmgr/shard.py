@@ -58,9 +58,7 @@ JOB_ROUTE = Route(
         "HostLost": Split("runs", _run_job),
         "TasksPreempted": Split("tasks", item_field("job_id")),
     },
-    ignored=frozenset({"AdmissionDeferred", "OfferReceived", "ResourcePoolCreated",
-                       "ResourcePoolUpdated", "ResourcePoolDeleted",
-                       "ResourcePoolRequestRejected"}),
+    ignored=JobManagerCore.ignores,
 )
 
 _OTHERS_ACCOUNT = "HostDrainProgressed"

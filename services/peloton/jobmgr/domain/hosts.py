@@ -34,6 +34,14 @@ class HostView:
 class HostTable:
     def __init__(self) -> None:
         self.views: dict[str, HostView] = {}
+        self._draining: set[str] = set()  # kept on apply: `draining` is asked per change
+
+    def _put(self, view: HostView) -> None:
+        self.views[view.name] = view
+        if view.state is HostState.DRAINING:
+            self._draining.add(view.name)
+        else:
+            self._draining.discard(view.name)
 
     def apply(self, body: dict[str, Any]) -> bool:
         """Fold one HostStateChanged; True when it changed the table."""
@@ -43,11 +51,12 @@ class HostTable:
             return False  # an older view read late
         view = HostView(name, HostState(body["state"]), bool(body["present"]),
                         dict(body.get("labels") or {}), body.get("deadline_ms"), at)
-        self.views[name] = view
+        self._put(view)
         return view != old
 
     def draining(self) -> list[HostView]:
-        return [v for _, v in sorted(self.views.items()) if v.state is HostState.DRAINING]
+        """The DRAINING hosts by name (O(draining hosts), not O(hosts))."""
+        return [self.views[name] for name in sorted(self._draining)]
 
     def to_data(self) -> dict[str, list[Any]]:
         return {name: v.to_row() for name, v in sorted(self.views.items())}
@@ -56,8 +65,8 @@ class HostTable:
     def from_data(cls, data: dict[str, Any]) -> HostTable:
         table = cls()
         for name, (state, present, labels, deadline, at) in data.items():
-            table.views[str(name)] = HostView(
+            table._put(HostView(
                 str(name), HostState(state), bool(present),
                 {str(k): str(v) for k, v in dict(labels).items()},
-                None if deadline is None else int(deadline), int(at))
+                None if deadline is None else int(deadline), int(at)))
         return table
