@@ -21,6 +21,7 @@ from peloton.minicluster.scalebench import (
     LARGE,
     SMALL,
     Wave,
+    _environ,
     bus_floor,
     cpu_per_thousand,
     cpu_sample,
@@ -119,6 +120,18 @@ def test_wave_figures_come_from_submitted_at_and_the_job_manager_s_task_timestam
     # 3 tasks ended, from the first submission (1,000) to the last end (3,000): 2 s
     assert fig["tasks_per_s"] == 1.5
     assert fig["jobs_not_terminal"] == 0
+    # where the time went: the first LAUNCHED and RUNNING per task (retries count once)
+    assert fig["p50_p99_ms_to_each_state"] == "LAUNCHED 100/100, RUNNING 300/1000"
+
+
+def test_a_configuration_s_environment_holds_only_while_its_cluster_runs() -> None:
+    partitioned = next(c for c in CONFIGS if "partitioned" in c.name)
+    key = "PELOTON_KAFKA_SESSION_TIMEOUT_S"
+    assert partitioned.env == {key: "10"}
+    before = os.environ.get(key)
+    with _environ(partitioned.env):
+        assert os.environ[key] == "10"
+    assert os.environ.get(key) == before
 
 
 def _row(wave: str, tasks: int, total: float, **kw: Any) -> dict[str, Any]:
