@@ -24,6 +24,7 @@ from typing import Any
 import faust
 from faust.tables.manager import TableManager
 
+from peloton.bus import gcpolicy
 from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS
 from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_as_dead_member
 from peloton.bus.intake import App
@@ -64,7 +65,9 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None,
     settings.update(extra)
     patch_faust_fetch_wait()
     rejoin_as_dead_member(app_id, member)
-    return App(app_id, **settings)
+    app = App(app_id, **settings)
+    gcpolicy.install(app)  # no full-heap collection pauses every few seconds
+    return app
 
 
 def _faust_dir(app_id: str) -> Path:

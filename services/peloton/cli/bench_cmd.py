@@ -132,8 +132,8 @@ def register(app: typer.Typer) -> typer.Typer:
     @bench.command("scale")
     def scale_cmd(
         tasks: Annotated[int, typer.Option(help="tasks in the largest wave")] = 100_000,
-        hosts: Annotated[int, typer.Option(
-            help="simulated hosts (the goal is 10,000: README, what blocks it)")] = 1_000,
+        hosts: Annotated[int | None, typer.Option(
+            help="simulated hosts [default: 10,000; --quick: 1,000]")] = None,
         agent_processes: Annotated[int, typer.Option(
             help="processes serving the simulated hosts")] = 2,
         paced: Annotated[list[float] | None, typer.Option(
@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> typer.Typer:
             help="reference rate of the paced waves, tasks/s (0: the 'small 10%' wave's)")]
         = 0.0,
         quick: Annotated[bool, typer.Option(
-            help="a small try: --tasks 10000, one paced wave at 0.5 for 5 s")]
+            help="a small try: --tasks 10000, 1,000 hosts, one paced wave at 0.5 for 5 s")]
         = False,
         config: Annotated[list[str] | None, typer.Option(
             help="run only these configurations (repeatable; default all)")] = None,
@@ -165,6 +165,7 @@ def register(app: typer.Typer) -> typer.Typer:
 
         if quick:
             tasks, paced, paced_s = 10_000, paced or [0.5], 5.0
+        hosts = hosts or (1_000 if quick else 10_000)
         chosen = [c for c in CONFIGS if not config or c.name in config]
         if not chosen:
             raise typer.BadParameter(f"no such configuration; known: "

@@ -234,6 +234,7 @@ def _wave_row(wave: Wave, sizes: list[int], rate: float, fig: dict[str, Any],
             "p50_submit_to_running_ms": fig["p50_submit_to_running_ms"],
             "p99_submit_to_running_ms": fig["p99_submit_to_running_ms"],
             "p99_submit_to_terminal_ms": fig["p99_submit_to_terminal_ms"],
+            "p50_p99_ms_to_each_state": fig["p50_p99_ms_to_each_state"],
             "jobs_not_terminal": fig["jobs_not_terminal"],
             "stuck_task_states": fig["stuck_task_states"],
             "stopped_because": fig["stopped_because"], "wall_s": fig["wall_s"],
@@ -391,9 +392,9 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 
 def tables(result: dict[str, Any]) -> list[Any]:
-    """The result as rich tables: per configuration its waves and the CPU seconds per
-    1,000 tasks of each service per wave; then the goal figures, configurations side by
-    side."""
+    """The result as rich tables: per configuration its waves, the time from submit to
+    each task state, and the CPU seconds per 1,000 tasks of each service per wave; then
+    the goal figures, configurations side by side."""
     from rich.table import Table
 
     out: list[Any] = []
@@ -410,6 +411,11 @@ def tables(result: dict[str, Any]) -> list[Any]:
         for r in cfg["waves"]:
             waves.add_row(r["wave"], *(_cell(r.get(c)) for c in cols))
         out.append(waves)
+        stages = Table("wave", "p50/p99 ms from submit to each state",
+                       title=f"scale: {cfg['config']}: where the time goes")
+        for r in cfg["waves"]:
+            stages.add_row(r["wave"], _cell(r.get("p50_p99_ms_to_each_state")))
+        out.append(stages)
         services = sorted({s for r in cfg["waves"] for s in r["cpu_s_per_1000_tasks"]},
                           key=lambda s: (s == "total", s))
         cpu = Table("service", "idle cores", *(r["wave"] for r in cfg["waves"]),
