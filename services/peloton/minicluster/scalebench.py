@@ -339,7 +339,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, panels = plt.subplots(1, 2, figsize=(12, 5.2))
+    fig, panels = plt.subplots(1, 2, figsize=(12, 6))
     twins = [ax.twinx() for ax in panels]
     for n, cfg in enumerate(c for c in result["configs"] if "waves" in c):
         colour = f"C{n}"
@@ -381,12 +381,12 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         lines = ax.get_legend_handles_labels()
         more = twin.get_legend_handles_labels()
         ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+                  bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     fig.suptitle(f"peloton bench scale: {result['hosts']:,} simulated hosts, "
                  f"{result['tasks']:,} tasks in the largest wave")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the panels
     plt.close(fig)
     return path
 
