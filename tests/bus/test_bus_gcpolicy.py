@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from peloton.bus.gcpolicy import GcPolicy, install
+from peloton.bus.gcpolicy import FREEZE_S, GcPolicy, install
 
 
 class _Node:
@@ -56,3 +56,19 @@ def test_the_policy_can_be_turned_off() -> None:
             raise AssertionError("no timer when turned off")
 
     assert install(_App(), {"PELOTON_GC_FREEZE": "0"}) is None
+
+
+def test_installed_it_steps_as_the_worker_starts_and_then_on_a_timer() -> None:
+    registered: list[tuple[str, float | None]] = []
+
+    class _App:
+        def task(self, fn: object) -> object:
+            registered.append(("task", None))
+            return fn
+
+        def timer(self, interval: float, **_k: object) -> object:
+            registered.append(("timer", interval))
+            return lambda fn: fn
+
+    assert install(_App(), {}) is not None
+    assert registered == [("task", None), ("timer", FREEZE_S)]

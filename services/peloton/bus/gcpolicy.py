@@ -7,9 +7,10 @@ managers' snapshots of 27,000 tasks; it lands in whatever allocates at the time)
 under a steady load one came every few seconds, so the p99 of submit -> RUNNING was
 made of these pauses (`bench scale`'s paced waves after a large burst).
 
-Policy (`install`): every `FREEZE_S` a collection of what is not frozen runs (young
-objects and what survived since the last freeze: cheap), then the survivors are frozen
-(`gc.freeze`): later collections skip them. Garbage is still freed by reference counting
+Policy (`install`): as the worker starts (after the core's rebuild: a quiet moment), then
+every `FREEZE_S`, a collection of what is not frozen runs (young objects and what survived
+since the last freeze: cheap), then the survivors are frozen (`gc.freeze`): later
+collections skip them. Garbage is still freed by reference counting
 at once; only cycles that die after being frozen wait: every `THAW_S` everything is
 thawed and collected in full once (one pause of that size per `THAW_S`, not per few
 seconds). `PELOTON_GC_FREEZE=0` turns the policy off.
@@ -59,7 +60,9 @@ def install(app: Any, environ: Any = os.environ) -> GcPolicy | None:
     if environ.get("PELOTON_GC_FREEZE", "1") == "0":
         return None
     policy = GcPolicy()
-    app.timer(FREEZE_S, name="gc-freeze")(_as_coroutine(policy))
+    step = _as_coroutine(policy)
+    app.task(step)  # once as the worker starts (after the rebuild): a quiet moment
+    app.timer(FREEZE_S, name="gc-freeze")(step)
     return policy
 
 
