@@ -4,6 +4,9 @@ tasks must not collide (a port given by two "hosts" at once fails to bind)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 from pathlib import Path
 
 from peloton.minicluster.cluster import Cluster, Layout, load
@@ -30,3 +33,18 @@ def test_the_state_file_keeps_the_port_ranges(tmp_path: Path) -> None:
     (tmp_path / "cluster.json").write_text(json.dumps(data))
     older = load(tmp_path)
     assert older is not None and older.layout.agents[0].port_range == (31000, 31999)
+
+
+def test_the_layout_s_environment_reaches_the_spawned_processes(tmp_path: Path) -> None:
+    key = "PELOTON_KAFKA_SESSION_TIMEOUT_S"
+    lay = Layout.local(tmp_path, agents=0, free=True, detach=False, env={key: "10"})
+    cluster = Cluster(lay)
+    proc = cluster.spawn("probe", [sys.executable, "-c",
+                                   f"import os; print(os.environ[{key!r}])"])
+    deadline = time.monotonic() + 20
+    while (out := Path(proc.log).read_text().strip()) == "":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert out == "10" and os.environ.get(key) != "10"  # the caller's own is untouched
+    again = load(tmp_path)  # and the state file keeps it
+    assert again is not None and again.layout.env == {key: "10"}

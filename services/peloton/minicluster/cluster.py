@@ -79,6 +79,9 @@ class Layout:
     # /default reserves the registered hosts' capacity once they are up, so a first
     # non-preemptible job runs (peloton.minicluster.defaultpool; `peloton cluster up`)
     reserve_default: bool = False
+    # environment the cluster's service and agent processes get on top of the caller's
+    # (e.g. PELOTON_KAFKA_SESSION_TIMEOUT_S for `bench scale`'s partitioned configuration)
+    env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def local(cls, run_dir: Path, agents: int = 3, cpu: float = 4.0, free: bool = False,
@@ -160,7 +163,8 @@ class Cluster:
         log.parent.mkdir(parents=True, exist_ok=True)
         ready = self.layout.run_dir / "ready" / name
         ready.unlink(missing_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PELOTON_READY_FILE=str(ready))
+        env = dict(os.environ, **self.layout.env, PYTHONUNBUFFERED="1",
+                   PELOTON_READY_FILE=str(ready))
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, env=env,

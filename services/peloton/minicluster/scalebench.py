@@ -38,8 +38,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,12 +59,10 @@ LARGE = (200, 2_000)
 
 @dataclass(frozen=True)
 class ScaleConfig:
-    """One cluster configuration: a name, the `Layout.local` keywords that make it and
-    the environment its processes get on top of the bench's own."""
+    """One cluster configuration: a name and the `Layout.local` keywords that make it."""
 
     name: str
     layout: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
 
 
 CONFIGS: tuple[ScaleConfig, ...] = (
@@ -76,23 +73,8 @@ CONFIGS: tuple[ScaleConfig, ...] = (
     # Kafka's default (peloton.bus.kafkaconfig); on the dev broker a join then takes ~5 s.
     ScaleConfig("2 of each partitioned service", {
         "resmgr_instances": 1, "jobmgr_instances": 2, "hostmgr_instances": 2,
-        "placement_instances": 2}, {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}),
+        "placement_instances": 2, "env": {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}}),
 )
-
-
-@contextmanager
-def _environ(extra: dict[str, str]) -> Iterator[None]:
-    """`os.environ` plus `extra` while the block runs (the cluster's processes inherit)."""
-    saved = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def heartbeat_for(hosts: int) -> float:
@@ -247,9 +229,8 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
                 idle_s: float, settle_s: float, timeout_s: float, offer_timeout_s: float,
                 run_dir: Path | None, say: Progress) -> dict[str, Any]:
     duration_s, task_cpu = 0.1, 0.1
-    with _environ(config.env), fleet_cluster(
-            hosts, agent_processes, cpu_per_host, say, run_dir, offer_timeout_s,
-            heartbeat_s=heartbeat_for(hosts), **config.layout) as fleet:
+    with fleet_cluster(hosts, agent_processes, cpu_per_host, say, run_dir, offer_timeout_s,
+                       heartbeat_s=heartbeat_for(hosts), **config.layout) as fleet:
         boot = fleet.cluster.layout.bootstrap
         pids = {n: p.pid for n, p in fleet.cluster.procs.items()}
         pids["bench client"] = os.getpid()
