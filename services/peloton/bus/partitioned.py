@@ -63,18 +63,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from mode import Service
 
-from peloton.bus import logformat
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
 from peloton.bus.driver import CoreDriver, Record
 from peloton.bus.faustapp import ensure_topics, make_app
-from peloton.bus.health import Health, health_server
+from peloton.bus.health import Health
 from peloton.bus.intake import add_intake
 from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.readiness import announce_ready
 from peloton.bus.routing import Route, RouterCore, check_copartitioned
-from peloton.bus.service import ServiceCore
+from peloton.bus.service import ServiceCore, run_worker
 
 __all__ = ["PartitionedShell"]
 
@@ -135,15 +134,11 @@ class PartitionedShell:
 
     # ---- running ----------------------------------------------------------------------
     def run(self) -> None:
-        server = health_server(self.health, self.health_port, self.health_bind)
-        try:
-            asyncio.run(ensure_topics(self.bootstrap))
-            self.health.passed("rebuilt")  # each shard rebuilds when it is assigned
-            asyncio.set_event_loop(asyncio.new_event_loop())
-            logformat.worker(self.app).execute_from_commandline()
-        finally:
-            if server is not None:
-                server.stop()
+        run_worker(self.app, self.health, self.health_port, self.health_bind, self._prepare)
+
+    async def _prepare(self) -> None:
+        await ensure_topics(self.bootstrap)
+        self.health.passed("rebuilt")  # each shard rebuilds when it is assigned
 
     def _wire(self) -> None:
         router_carries = {t: set(topic(t).events) for t in self.router.core.inputs}

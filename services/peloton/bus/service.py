@@ -78,7 +78,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from mode import Service
@@ -103,7 +103,7 @@ from peloton.bus.publisher import Delivered
 from peloton.bus.readiness import announce_ready
 from peloton.model.event import Event
 
-__all__ = ["ServiceCore", "SnapshotCore", "ServiceShell", "now_ms"]
+__all__ = ["ServiceCore", "SnapshotCore", "ServiceShell", "now_ms", "run_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +131,21 @@ class SnapshotCore(ServiceCore, Protocol):
     def snapshot(self) -> dict[str, Any]: ...
 
     def restore(self, state: dict[str, Any]) -> None: ...
+
+
+def run_worker(app: Any, health: Health, port: int | None, bind: str,
+               prepare: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Blocking: serve `health` (if a port is set; a taken port fails here, before
+    anything else), run `prepare`, then the Faust worker until it is stopped (both
+    shells start this way)."""
+    server = health_server(health, port, bind)
+    try:
+        asyncio.run(prepare())  # /healthz: alive ("starting") however long it takes
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        logformat.worker(app).execute_from_commandline()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 class ServiceShell:
@@ -184,16 +199,8 @@ class ServiceShell:
         self.health.passed("rebuilt")
 
     def run(self) -> None:
-        """Blocking: serve health (if a port is set; a taken port fails here, before
-        anything else), prepare, then run the Faust worker until it is stopped."""
-        server = health_server(self.health, self.health_port, self.health_bind)
-        try:
-            asyncio.run(self.prepare())  # /healthz: alive ("starting") however long it takes
-            asyncio.set_event_loop(asyncio.new_event_loop())
-            logformat.worker(self.app).execute_from_commandline()
-        finally:
-            if server is not None:
-                server.stop()
+        """Blocking: serve health, prepare, then run the Faust worker (`run_worker`)."""
+        run_worker(self.app, self.health, self.health_port, self.health_bind, self.prepare)
 
     def leading(self) -> bool:
         return self.election is None or bool(self.election.still_leader())

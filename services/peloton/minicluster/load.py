@@ -187,18 +187,14 @@ class JobFollower:
     def task_latencies(self, submitted: dict[str, int]) -> tuple[list[int], list[int]]:
         """Per task (job, instance): ms from its job's submitted_at to its first RUNNING,
         and to the terminal state of its newest run (only tasks that got there)."""
-        running: dict[tuple[str, int], int] = {}
         ended: dict[tuple[str, int], tuple[int, int]] = {}
         for (job, inst, run), hist in self.runs.items():
             if job not in submitted:
                 continue
-            at = hist.first({TaskState.RUNNING})
-            if at is not None:
-                running[(job, inst)] = min(at, running.get((job, inst), at))
             end = hist.first(TERMINAL)
             if end is not None and run >= ended.get((job, inst), (0, 0))[0]:
                 ended[(job, inst)] = (run, end)
-        to_run = [at - submitted[j] for (j, _i), at in running.items()]
+        to_run = self.stage_latencies(submitted, (TaskState.RUNNING,))[TaskState.RUNNING]
         to_end = [end - submitted[j] for (j, _i), (_r, end) in ended.items()]
         return to_run, to_end
 
