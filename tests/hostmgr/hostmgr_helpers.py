@@ -32,7 +32,9 @@ def book_with(*hosts: str, cpu: float = 4.0, jobs: dict[str, int] | None = None,
 
 
 def tick(book: HostBook, now: int = 100) -> list[Event]:
-    """One tick whose events are folded back, as the service reads its own topics."""
+    """One tick whose events are folded back, as the service reads its own topics (the
+    derived caches checked against a full scan first)."""
+    assert_caches_exact(book)
     out = book.tick(now)
     for ev in out:
         book.fold(ev.type, ev.body)
@@ -70,3 +72,14 @@ def allocations(book: HostBook) -> dict[str, dict[tuple[str, int, int], tuple[An
     return {name: {k: (h.incarnation, h.available, a.resources, a.ports)
                    for k, a in h.runs.items()}
             for name, h in book.hosts.items()}
+
+
+def assert_caches_exact(book: HostBook) -> None:
+    """The derived caches an idle tick relies on miss nothing a full scan would find: every
+    host whose offer is out of date is in `to_offer`, and `maint.moving` is exactly the
+    hosts DRAINING or DRAINED."""
+    stale = {n for n, h in book.hosts.items() if book.offered.get(n) != h.generation}
+    assert stale <= book.to_offer, sorted(stale - book.to_offer)
+    moving = {n for n, m in book.maint.hosts.items()
+              if m.state.value in ("DRAINING", "DRAINED")}
+    assert book.maint.moving == moving

@@ -22,6 +22,7 @@ from event_bodies import (
     placement_made,
     task_state_changed,
 )
+from hostmgr_helpers import assert_caches_exact
 
 from peloton.bus.catalog import topic_for_event
 from peloton.hostmgr.domain.hosts import HostBook
@@ -72,6 +73,7 @@ class History:
 
     def tick(self) -> None:
         self.now += 100
+        assert_caches_exact(self.ref)
         for ev in self.ref.tick(self.now):
             self.log[topic_for_event(ev.type).name].append((ev.type, ev.body))
             if ev.type == "HostLost":

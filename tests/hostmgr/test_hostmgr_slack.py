@@ -37,6 +37,7 @@ def test_an_offer_carries_slack_equal_to_free_and_every_run_takes_from_both() ->
     assert launched(place(book, placement("j1", 0, "h1", cpu=1), now=100))
     assert launched(place(book, placement("r1", 0, "h1", cpu=1.5), now=200))
     book.offered.clear()  # offer again, whatever was offered already
+    book.derived_reset()
     offer = _offers(book, 300)["h1"]
     assert offer["free"]["cpu"] == offer["slack"]["cpu"] == 1.5
     assert offer["slack"] == offer["free"] == book.hosts["h1"].slack.as_dict()
@@ -50,6 +51,7 @@ def test_placement_reads_the_slack_of_our_offer() -> None:
     book = _revocable_book()
     assert launched(place(book, placement("r1", 0, "h1", cpu=3), now=100))
     book.offered.clear()
+    book.derived_reset()
     offer = _offers(book, 200)["h1"]
     views = HostViews()
     views.offer(offer, 200)

@@ -79,8 +79,10 @@ Contract:
   before it: heartbeats only move it later; a registration, a host back, a restore or a
   restart reset it), `presence_dirty` (hosts whose presence or labels may differ from what
   maintenance announced: registrations, losses, returns, HostStateChanged folds, restores,
-  restarts; maintenance.tick visits only those) and the sorted host names (hosts are never
-  removed). Each gives exactly the decisions of a full scan.
+  restarts; maintenance.tick visits only those), `to_offer` (hosts whose offer may be out
+  of date: registrations, generation bumps, maintenance state changes, restores, restarts;
+  `_offers` visits only those) and the sorted host names (hosts are never removed). Each
+  gives exactly the decisions of a full scan.
 Time comes in as now_ms / received_ms; event times (`at`) come from the events themselves.
 """
 
@@ -167,8 +169,15 @@ class HostBook:
         """Forget the derived caches (see Scale in the module doc): the next tick scans."""
         self._silence_check_at = 0
         self.presence_dirty: set[str] = set(self.hosts)
+        #: hosts whose offer may be out of date (generation or `offered` changed)
+        self.to_offer: set[str] = set(self.hosts)
         self._names: list[str] = []
         self._names_of: dict[str, HostRecord] | None = None
+
+    def _bump(self, host: HostRecord) -> None:
+        """The host changed in a way its offer shows: offer it again."""
+        host.generation += 1
+        self.to_offer.add(host.name)
 
     def sorted_names(self) -> list[str]:
         """The host names in order (cached: hosts are added, never removed)."""
@@ -220,6 +229,7 @@ class HostBook:
             received_ms if received_ms is not None else body["at"],
             generation=generation, past=past)
         self.presence_dirty.add(name)
+        self.to_offer.add(name)
         self._silence_check_at = 0
         early = self.early.pop((name, incarnation), None)
         if early is not None:
@@ -238,7 +248,7 @@ class HostBook:
             # Its runs were already declared lost and rescheduled; late reports of them
             # are stale runs to the job manager.
             host.available = True
-            host.generation += 1
+            self._bump(host)
             self.presence_dirty.add(host.name)
             self._silence_check_at = 0
 
@@ -339,7 +349,7 @@ class HostBook:
         host.job_counts[key[0]] -= 1
         if host.job_counts[key[0]] <= 0:
             del host.job_counts[key[0]]
-        host.generation += 1
+        self._bump(host)
         self._forget_on_host(key)
         return alloc
 
@@ -360,7 +370,7 @@ class HostBook:
             self._unhold(other, (key[0], key[1]))
         host.holds[(key[0], key[1])] = RoomHold(key[2], alloc.resources, alloc.at)
         job.held[key[1]] = host.name
-        host.generation += 1
+        self._bump(host)
 
     def _void(self, job_id: str, instance: int, run: int) -> None:
         """No room of run `run` of the task, or of an earlier one, may be held any more."""
@@ -376,7 +386,7 @@ class HostBook:
     def _unhold(self, host: HostRecord, task: TaskKey) -> None:
         if host.holds.pop(task, None) is None:
             return
-        host.generation += 1
+        self._bump(host)
         job = self.jobs.get(task[0])
         if job is not None and job.held.get(task[1]) == host.name:
             del job.held[task[1]]
@@ -391,7 +401,7 @@ class HostBook:
         host.allocated = host.allocated + alloc.resources
         host.used_ports.update(alloc.ports)
         host.job_counts[key[0]] += 1
-        host.generation += 1
+        self._bump(host)
         self._job(key[0], alloc.at).on_host[key[1:]] = host.name
 
     def _placement_made(self, body: Body, received_ms: int | None) -> None:
@@ -478,7 +488,7 @@ class HostBook:
             self._release(host, key)
         for task in [t for t, held in sorted(host.holds.items()) if held.at <= at]:
             self._unhold(host, task)
-        host.generation += 1
+        self._bump(host)
 
     def _offer_received(self, body: Body, _: int | None) -> None:
         for offer in body["offers"]:
@@ -600,9 +610,10 @@ class HostBook:
 
     def _offers(self, now_ms: int) -> list[Event]:
         offers = []
-        for name in self.sorted_names():
-            host = self.hosts[name]
-            if self.offered.get(name) == host.generation:
+        names, self.to_offer = sorted(self.to_offer), set()
+        for name in names:
+            host = self.hosts.get(name)
+            if host is None or self.offered.get(name) == host.generation:
                 continue
             free = host.free
             offers.append({

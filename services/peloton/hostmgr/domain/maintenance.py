@@ -63,6 +63,7 @@ USER_COMMANDS = (HostCommand.START_MAINTENANCE, HostCommand.COMPLETE_MAINTENANCE
 DRAINED_REASON = "drained: no runs left"
 DOWN_REASON = "down for maintenance"
 _UNKNOWN_HOST = "unknown host"
+_MOVING = (HostState.DRAINING, HostState.DRAINED)  # the only states a tick moves on
 
 
 @dataclass(slots=True)
@@ -83,6 +84,12 @@ class Maintenance:
     hosts: dict[str, HostMaint] = field(default_factory=dict)
     undecided: list[Body] = field(default_factory=list)
     """Replayed requests not decided yet, in the order read."""
+    moving: set[str] = field(init=False, default_factory=set)
+    """Derived: the hosts DRAINING or DRAINED (the only ones a tick moves on), kept where
+    a state is set (`fold_state_changed`) so that an idle tick visits no host."""
+
+    def __post_init__(self) -> None:
+        self.moving = {h for h, m in self.hosts.items() if m.state in _MOVING}
 
     def state(self, host: str) -> HostState:
         m = self.hosts.get(host)
@@ -182,7 +189,12 @@ def fold_state_changed(book: HostBook, body: Body, _: int | None) -> None:
     state = HostState(body["state"])
     if state is not m.state:
         book.offered.pop(name, None)  # offer it again, (un)available
+        book.to_offer.add(name)
     m.state = state
+    if state in _MOVING:
+        book.maint.moving.add(name)
+    else:
+        book.maint.moving.discard(name)
     m.deadline_ms = body.get("deadline_ms") if state in IN_MAINTENANCE else None
     m.reason = str(body["reason"])
     m.announced, m.present, m.labels = True, bool(body["present"]), dict(body["labels"])
@@ -213,9 +225,8 @@ def tick(book: HostBook, now_ms: int) -> list[Event]:
             book.fold(ev.type, ev.body)
         events.extend(evs)
 
-    moving = (HostState.DRAINING, HostState.DRAINED)  # the only states a tick moves on
-    start = {name: (m.state, m.deadline_ms)
-             for name, m in sorted(i for i in book.maint.hosts.items() if i[1].state in moving)}
+    start = {name: (book.maint.hosts[name].state, book.maint.hosts[name].deadline_ms)
+             for name in sorted(book.maint.moving)}
     for body in list(book.maint.undecided):
         if not _covered(book, body):
             emit(decide_request(book, body, now_ms))

@@ -1,0 +1,68 @@
+"""Snapshots hold the loop at most `SNAPSHOT_SHARE` of the time (bus/driver.py): after a
+snapshot that took d seconds, neither trigger (the interval, the record count) writes
+another for d / SNAPSHOT_SHARE seconds; a cheap one (milliseconds) barely waits. Real
+broker."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from shell_core import AnswerCore, consume_live, driver_for, read_topic, submit
+
+from peloton.bus.driver import SNAPSHOT_SHARE
+from peloton.bus.faustapp import ensure_topics
+from peloton.bus.snapshots import MAGIC
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+COST_S = 0.02  # a snapshot this slow waits COST_S / SNAPSHOT_SHARE (1 s) for the next
+
+
+class SlowSnapshotCore(AnswerCore):
+    def __init__(self, cost_s: float) -> None:
+        super().__init__()
+        self.cost_s = cost_s
+
+    def snapshot(self) -> dict[str, Any]:
+        time.sleep(self.cost_s)  # writing a large state holds the loop
+        return super().snapshot()
+
+
+async def manifests(broker: str) -> int:
+    return sum(1 for *_, value in await read_topic(broker, "jobmgr-snapshots")
+               if value[len(MAGIC):len(MAGIC) + 1] == b"M")
+
+
+async def test_a_costly_snapshot_spaces_the_next_by_its_cost(fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    driver = driver_for(fresh_broker, SlowSnapshotCore(COST_S), snapshot_every=2,
+                        snapshot_interval_s=0.001)
+    await driver.rebuild()
+    await driver.start_live()
+    await submit(fresh_broker, [f"job-{i}" for i in range(4)])
+    await consume_live(driver, fresh_broker)  # the records trigger fires once
+    assert await manifests(fresh_broker) == 1
+    await submit(fresh_broker, [f"job-{i}" for i in range(4, 8)])
+    await consume_live(driver, fresh_broker)  # past the count again, but too soon
+    assert driver.folded_since_snapshot >= 2
+    assert not driver.snapshot_due() and not driver.snapshot_affordable()
+    assert await manifests(fresh_broker) == 1
+    time.sleep(COST_S / SNAPSHOT_SHARE)
+    assert driver.snapshot_affordable() and driver.snapshot_due()
+    assert await driver.snapshot()
+    await driver.stop()
+    assert await manifests(fresh_broker) == 2
+
+
+async def test_cheap_snapshots_follow_the_record_count(fresh_broker: str) -> None:
+    await ensure_topics(fresh_broker)
+    driver = driver_for(fresh_broker, AnswerCore(), snapshot_every=2)
+    await driver.rebuild()
+    await driver.start_live()
+    for batch in range(3):
+        await submit(fresh_broker, [f"job-{batch}-{i}" for i in range(2)])
+        await consume_live(driver, fresh_broker)
+    await driver.stop()
+    assert await manifests(fresh_broker) == 3
