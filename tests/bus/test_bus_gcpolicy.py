@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from peloton.bus.gcpolicy import FREEZE_S, GcPolicy, install
+from peloton.bus.gcpolicy import FREEZE_S, GEN0_THRESHOLD, GcPolicy, install
 
 
 class _Node:
@@ -72,3 +72,24 @@ def test_installed_it_steps_as_the_worker_starts_and_then_on_a_timer() -> None:
 
     assert install(_App(), {}) is not None
     assert registered == [("task", None), ("timer", FREEZE_S)]
+
+
+def test_installed_it_collects_the_young_generation_less_often() -> None:
+    class _App:
+        def task(self, fn: object) -> object:
+            return fn
+
+        def timer(self, *_a: object, **_k: object) -> object:
+            return lambda fn: fn
+
+    before = gc.get_threshold()
+    try:
+        install(_App(), {})
+        assert gc.get_threshold() == (GEN0_THRESHOLD, *before[1:])
+        install(_App(), {"PELOTON_GC_THRESHOLD0": "5000"})
+        assert gc.get_threshold()[0] == 5000
+        gc.set_threshold(*before)
+        install(_App(), {"PELOTON_GC_FREEZE": "0"})
+        assert gc.get_threshold() == before
+    finally:
+        gc.set_threshold(*before)

@@ -13,7 +13,13 @@ since the last freeze: cheap), then the survivors are frozen (`gc.freeze`): late
 collections skip them. Garbage is still freed by reference counting
 at once; only cycles that die after being frozen wait: every `THAW_S` everything is
 thawed and collected in full once (one pause of that size per `THAW_S`, not per few
-seconds). `PELOTON_GC_FREEZE=0` turns the policy off.
+seconds). The youngest generation is collected every `GEN0_THRESHOLD` allocations instead
+of CPython's 700 (`PELOTON_GC_THRESHOLD0` sets another): a service allocates thousands of
+short-lived objects per batch, and collecting them every 700 cost about 5% of a burst's
+throughput (`bench scale`'s 10,000-task wave at 10,000 hosts, three runs each side by
+side: 2,037-2,091 tasks/s at 700, 2,125-2,255 at 20,000); a young collection of 20,000
+objects is a pause of a millisecond or two. `PELOTON_GC_FREEZE=0` turns the policy off
+(CPython's defaults throughout).
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import os
 import time
 from typing import Any
 
-__all__ = ["install", "GcPolicy", "FREEZE_S", "THAW_S"]
+__all__ = ["install", "GcPolicy", "FREEZE_S", "THAW_S", "GEN0_THRESHOLD"]
 
 log = logging.getLogger(__name__)
 
 FREEZE_S = 5.0
 THAW_S = 600.0
+GEN0_THRESHOLD = 20_000
 
 
 class GcPolicy:
@@ -60,6 +67,8 @@ def install(app: Any, environ: Any = os.environ) -> GcPolicy | None:
     if environ.get("PELOTON_GC_FREEZE", "1") == "0":
         return None
     policy = GcPolicy()
+    gen0 = int(environ.get("PELOTON_GC_THRESHOLD0", GEN0_THRESHOLD))
+    gc.set_threshold(gen0, *gc.get_threshold()[1:])
     step = _as_coroutine(policy)
     app.task(step)  # once as the worker starts (after the rebuild): a quiet moment
     app.timer(FREEZE_S, name="gc-freeze")(step)
