@@ -23,7 +23,14 @@ from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.keys import record_target
 from peloton.model.event import Event
 
-__all__ = ["Publisher", "PublishError", "Delivered"]
+__all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS"]
+
+#: how long the producer waits to fill a request. Each produce request costs the broker
+#: far more than its records (the dev broker: about a millisecond); side by side at
+#: 10,000 simulated hosts, 10 ms against 2 ms: a 20,000-task burst 1,940-1,973 against
+#: 1,751-1,797 tasks/s, CPU per 1,000 tasks paced at ~1,000 tasks/s 1.73-1.81 against
+#: 1.85-1.91 s, p99 submit -> RUNNING there 0.67-0.82 against 0.66-0.95 s (p50 +40 ms).
+LINGER_MS = 10
 
 Delivered = tuple[str, int, int]
 
@@ -43,7 +50,7 @@ class Publisher:
     async def start(self) -> None:
         if self._producer is None:
             producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap, linger_ms=2, max_request_size=16 << 20,
+                bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, max_request_size=16 << 20,
                 **producer_settings(), **client_settings())  # type: ignore[arg-type]
             await producer.start()
             self._producer = producer
