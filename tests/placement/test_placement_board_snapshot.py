@@ -201,6 +201,14 @@ def test_any_corrupted_snapshot_is_read_or_refused_with_a_known_error(data: st.D
     core.tick(3 * RETENTION)
 
 
+def test_a_run_both_live_and_ended_is_refused() -> None:
+    # regression (found by the property above in CI): `ended` raised past a live run; the
+    # next run's admission then kept both and the round raised on duplicate task ids
+    ended = GOOD["book"]["ended"]["web"][0][1]
+    with pytest.raises(ValueError, match="both live and ended"):
+        PlacementCore().restore(_set(GOOD, ("book", "ended", "web", 0, 1), ended + 1))
+
+
 def test_a_spec_field_of_the_wrong_type_is_refused_not_met_in_a_round() -> None:
     # regression (found by the property above in CI): a list as a job's respool was read,
     # then the round's pending-reasons metric hashed it and the tick raised

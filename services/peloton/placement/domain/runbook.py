@@ -287,5 +287,8 @@ class RunBook:
             book.queue[key] = int(order)
         book.ended = {str(job): {int(i): int(r) for i, r in as_list(pairs, "ended runs")}
                       for job, pairs in as_dict(data["ended"], "book.ended").items()}
+        for key in book.runs:
+            if book.is_ended(key):  # a later fact would end it again without dropping it
+                raise ValueError(f"placement snapshot: run {key} is both live and ended")
         book.arrivals = int(data["arrivals"])
         return book
