@@ -46,7 +46,7 @@ def test_watch_a_job_and_the_cluster_while_it_runs(minicluster: Cluster) -> None
         job_ids.append(job_id)
         with api_client(minicluster) as raw:  # the stream of an unknown job is 404
             wait_for(lambda: job_state(raw, job_id), 30, what="the job in the read model")
-        events = list(api.watch_job(job_id, until_done=True, max_seconds=10))
+        events = list(api.watch_job(job_id, until_done=True, max_seconds=30))
         assert events[-1].event == "job" and events[-1].data["state"] == "SUCCEEDED"
         ran = {(e.data["instance"], e.data["state"]) for e in events if e.event == "task"}
         assert {(i, s) for i in (0, 1) for s in ("PENDING", "RUNNING", "SUCCEEDED")} <= ran
