@@ -58,38 +58,49 @@ def test_the_policy_can_be_turned_off() -> None:
     assert install(_App(), {"PELOTON_GC_FREEZE": "0"}) is None
 
 
-def test_installed_it_steps_as_the_worker_starts_and_then_on_a_timer() -> None:
-    registered: list[tuple[str, float | None]] = []
+class _RecordingApp:
+    """What `install` uses of a Faust app: it records what was registered."""
 
-    class _App:
-        def task(self, fn: object) -> object:
-            registered.append(("task", None))
-            return fn
+    def __init__(self) -> None:
+        self.registered: list[tuple[str, float | None]] = []
 
-        def timer(self, interval: float, **_k: object) -> object:
-            registered.append(("timer", interval))
-            return lambda fn: fn
+    def task(self, fn: object) -> object:
+        self.registered.append(("task", None))
+        return fn
 
-    assert install(_App(), {}) is not None
-    assert registered == [("task", None), ("timer", FREEZE_S)]
+    def timer(self, interval: float, **_k: object) -> object:
+        self.registered.append(("timer", interval))
+        return lambda fn: fn
 
 
-def test_installed_it_collects_the_young_generation_less_often() -> None:
-    class _App:
-        def task(self, fn: object) -> object:
-            return fn
-
-        def timer(self, *_a: object, **_k: object) -> object:
-            return lambda fn: fn
-
+@pytest.fixture
+def thresholds() -> Iterator[tuple[int, int, int]]:
     before = gc.get_threshold()
-    try:
-        install(_App(), {})
-        assert gc.get_threshold() == (GEN0_THRESHOLD, *before[1:])
-        install(_App(), {"PELOTON_GC_THRESHOLD0": "5000"})
-        assert gc.get_threshold()[0] == 5000
-        gc.set_threshold(*before)
-        install(_App(), {"PELOTON_GC_FREEZE": "0"})
-        assert gc.get_threshold() == before
-    finally:
-        gc.set_threshold(*before)
+    yield before
+    gc.set_threshold(*before)
+
+
+def test_installed_it_steps_as_the_worker_starts_and_then_on_a_timer(
+        thresholds: tuple[int, int, int]) -> None:
+    app = _RecordingApp()
+    assert install(app, {}) is not None
+    assert app.registered == [("task", None), ("timer", FREEZE_S)]
+
+
+def test_installed_it_collects_the_young_generation_less_often(
+        thresholds: tuple[int, int, int]) -> None:
+    install(_RecordingApp(), {})
+    assert gc.get_threshold() == (GEN0_THRESHOLD, *thresholds[1:])
+    install(_RecordingApp(), {"PELOTON_GC_THRESHOLD0": "5000"})
+    assert gc.get_threshold()[0] == 5000
+    gc.set_threshold(*thresholds)
+    install(_RecordingApp(), {"PELOTON_GC_FREEZE": "0"})
+    assert gc.get_threshold() == thresholds
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-5", "1.5"])
+def test_a_threshold_that_is_not_a_positive_integer_is_refused_by_name(
+        raw: str, thresholds: tuple[int, int, int]) -> None:
+    with pytest.raises(ValueError, match="PELOTON_GC_THRESHOLD0"):
+        install(_RecordingApp(), {"PELOTON_GC_THRESHOLD0": raw})
+    assert gc.get_threshold() == thresholds

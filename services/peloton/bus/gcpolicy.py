@@ -67,12 +67,27 @@ def install(app: Any, environ: Any = os.environ) -> GcPolicy | None:
     if environ.get("PELOTON_GC_FREEZE", "1") == "0":
         return None
     policy = GcPolicy()
-    gen0 = int(environ.get("PELOTON_GC_THRESHOLD0", GEN0_THRESHOLD))
-    gc.set_threshold(gen0, *gc.get_threshold()[1:])
+    gc.set_threshold(_gen0(environ), *gc.get_threshold()[1:])
     step = _as_coroutine(policy)
     app.task(step)  # once as the worker starts (after the rebuild): a quiet moment
     app.timer(FREEZE_S, name="gc-freeze")(step)
     return policy
+
+
+def _gen0(environ: Any) -> int:
+    """PELOTON_GC_THRESHOLD0 (default `GEN0_THRESHOLD`): a positive integer (0 would turn
+    automatic collection off altogether); anything else is refused by name."""
+    raw = environ.get("PELOTON_GC_THRESHOLD0")
+    if raw is None or not raw.strip():
+        return GEN0_THRESHOLD
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"PELOTON_GC_THRESHOLD0: a positive number of allocations "
+                         f"expected, got {raw!r}")
+    return value
 
 
 def _as_coroutine(policy: GcPolicy) -> Any:
