@@ -5,6 +5,7 @@ raised, died half-way or hung is a clear BuildFailed, always reaped."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 import pytest
@@ -33,6 +34,23 @@ def test_the_child_sends_the_state_as_it_was_at_the_fork() -> None:
     state["late"] = []
     body = child.collect()
     assert body == repr({"tasks": list(range(300_000))}).encode()
+
+
+def test_a_pipe_numbered_past_1024_is_read() -> None:
+    """select() cannot watch fds >= 1024 (found by the suite: its process held 2,600)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the fd limit ({hard}) is too low to open 1,100 files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held: list[int] = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        assert collect(lambda: b"past select's limit") == b"past select's limit"
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_empty_output_is_delivered_as_empty() -> None:
@@ -74,6 +92,7 @@ def test_forking_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     assert start(lambda: b"x") is None
 
 
-def test_small_states_are_built_in_the_loop() -> None:
+def test_states_whose_last_snapshot_was_small_are_built_in_the_loop() -> None:
     assert not snapshotfork.worth_forking(snapshotfork.FORK_ABOVE_BYTES - 1)
     assert snapshotfork.worth_forking(snapshotfork.FORK_ABOVE_BYTES)
+    assert snapshotfork.worth_forking(None)  # no snapshot yet: it may be large already

@@ -581,8 +581,9 @@ class CoreDriver:
                 await self._refresh()
                 began = time.monotonic()
                 last = self._last_snapshot
-                child = (snapshotfork.start(self._snapshot_blob) if self._fork and last
-                         and snapshotfork.worth_forking(len(last.blob)) else None)
+                child = (snapshotfork.start(self._snapshot_blob) if self._fork and
+                         snapshotfork.worth_forking(len(last.blob) if last else None)
+                         else None)
                 text = b"" if child else state_json(self.core.snapshot())
                 positions = {tp: o for tp, o in self.positions.items()
                              if tp[0] in self.core.replay}

@@ -21,9 +21,9 @@ bytes), so a child that died half-way is told from one that finished, whoever re
 
 Cost: the child touches every object of the state (reference counts), so the pages that
 hold them are copied: up to the state's size in extra memory while the child lives (a
-second or so). A small state is built in the loop (`worth_forking`: the first snapshot of
-a core with none restored too), and so is every state with `PELOTON_SNAPSHOT_FORK=0`, on a
-platform without `os.fork`, or when a fork fails (ENOMEM, EAGAIN: logged).
+second or so). A state whose last snapshot was small is built in the loop
+(`worth_forking`), and so is every state with `PELOTON_SNAPSHOT_FORK=0`, on a platform
+without `os.fork`, or when a fork fails (ENOMEM, EAGAIN: logged).
 """
 
 from __future__ import annotations
@@ -68,9 +68,10 @@ def fork_enabled() -> bool:
     return os.environ.get(ENV, "1") != "0" and hasattr(os, "fork")
 
 
-def worth_forking(last_size: int) -> bool:
-    """Whether a state whose last snapshot was `last_size` bytes is built by a child."""
-    return last_size >= FORK_ABOVE_BYTES
+def worth_forking(last_size: int | None) -> bool:
+    """Whether a state whose last snapshot was `last_size` bytes is built by a child
+    (None: no snapshot yet; the state may already be large, a fork is cheap)."""
+    return last_size is None or last_size >= FORK_ABOVE_BYTES
 
 
 @dataclass
@@ -102,10 +103,11 @@ class Child:
     def _read_all(self) -> bytes:
         parts: list[bytes] = []
         deadline = time.monotonic() + self.timeout_s
+        poller = select.poll()  # not select(): a service may hold more than 1,024 fds
+        poller.register(self.fd, select.POLLIN)
         while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, left))
-            if not ready:
+            left_ms = max(0, round((deadline - time.monotonic()) * 1000))
+            if not poller.poll(left_ms):
                 os.kill(self.pid, signal.SIGKILL)
                 raise BuildFailed(f"the snapshot child took over {self.timeout_s:.0f} s; "
                                   "killed")
