@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from shell_core import AnswerCore, consume_live, driver_for, log_state, submit
 
+from peloton.bus.driver import CoreDriver
 from peloton.bus.faustapp import ensure_topics
 from peloton.bus.snapshots import decode_state, read_newest
 
@@ -48,16 +49,23 @@ class LargeCore(AnswerCore):
         self.pad = state["pad"]
 
 
+async def live_driver(broker: str, jobs: list[str]) -> CoreDriver:
+    """A driver of a LargeCore that has folded `jobs`' submissions and written its first
+    snapshot (by a child: no size is known yet)."""
+    await ensure_topics(broker)
+    driver = driver_for(broker, LargeCore(), snapshot_every=0)
+    await driver.rebuild()
+    await driver.start_live()
+    await submit(broker, jobs)
+    await consume_live(driver, broker)
+    assert await driver.snapshot()
+    return driver
+
+
 async def test_the_loop_goes_on_while_a_child_writes_the_snapshot(
         fresh_broker: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="peloton.bus.driver")
-    await ensure_topics(fresh_broker)
-    driver = driver_for(fresh_broker, LargeCore(), snapshot_every=0)
-    await driver.rebuild()
-    await driver.start_live()
-    await submit(fresh_broker, [f"job-{i}" for i in range(4)])
-    await consume_live(driver, fresh_broker)
-    assert await driver.snapshot()  # the first: no size known yet, a child writes it
+    driver = await live_driver(fresh_broker, [f"job-{i}" for i in range(4)])
     assert "by a child" in caplog.records[-1].getMessage()
 
     driver.core.build_s = BUILD_S
@@ -94,13 +102,7 @@ async def test_the_loop_goes_on_while_a_child_writes_the_snapshot(
 
 async def test_a_child_that_fails_writes_nothing_and_says_why(
         fresh_broker: str, caplog: pytest.LogCaptureFixture) -> None:
-    await ensure_topics(fresh_broker)
-    driver = driver_for(fresh_broker, LargeCore(), snapshot_every=0)
-    await driver.rebuild()
-    await driver.start_live()
-    await submit(fresh_broker, ["job-0"])
-    await consume_live(driver, fresh_broker)
-    assert await driver.snapshot()
+    driver = await live_driver(fresh_broker, ["job-0"])
     first = await read_newest(fresh_broker, "jobmgr-snapshots", "jobmgr", 1)
 
     driver.core.broken = True
@@ -123,13 +125,7 @@ async def test_a_child_that_fails_writes_nothing_and_says_why(
 async def test_after_a_child_crashed_snapshots_are_built_in_the_loop(
         fresh_broker: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="peloton.bus.driver")
-    await ensure_topics(fresh_broker)
-    driver = driver_for(fresh_broker, LargeCore(), snapshot_every=0)
-    await driver.rebuild()
-    await driver.start_live()
-    await submit(fresh_broker, ["job-0"])
-    await consume_live(driver, fresh_broker)
-    assert await driver.snapshot()
+    driver = await live_driver(fresh_broker, ["job-0"])
     driver.core.dies = True
     assert not await driver.snapshot()
     said = [r.getMessage() for r in caplog.records[-2:]]
