@@ -1,11 +1,12 @@
 """A fleet of simulated hosts at scale (peloton.minicluster.fleet): host names, spread
-heartbeats, and ticks that visit only agents with something due, with the same heartbeats
-as ticking every agent."""
+heartbeats sent together a batch at a time, and ticks that visit only agents with something
+due."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -45,28 +46,33 @@ def heartbeats(core: AgentFleetCore, start: int, ticks: int, every: int) -> list
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 40), st.sampled_from([0.5, 1.0, 3.0]), st.sampled_from([50, 100]))
-def test_scheduled_ticks_send_the_heartbeats_of_ticking_every_agent(
+@given(st.integers(1, 40), st.sampled_from([0.5, 1.0, 3.0, 10.0]), st.sampled_from([50, 100]))
+def test_heartbeats_leave_together_at_most_a_batch_late(
         hosts: int, interval: float, every: int) -> None:
+    """Every agent heartbeats once an interval, never sooner, at most one batch (and one
+    tick) later; the ticks that carry heartbeats are a batch apart, each with its share."""
     async def go() -> None:
         configs = fleet_configs(host_names(hosts), CAP, heartbeat_s=interval)
         fleet = AgentFleetCore(configs)
-        reference = AgentFleetCore(configs)
+        batch, interval_ms = fleet.heartbeat_batch_ms, round(interval * 1000)
+        assert batch == max(50, min(1000, interval_ms // 10))
         start = 1_000_000
-        assert len(fleet.after_replay(start)) == len(reference.after_replay(start)) == hosts
-        ticks = int(interval * 1000 * 3 / every)
-        got = heartbeats(fleet, start, ticks, every)
-        want = []
-        for i in range(1, ticks + 1):  # the plain rule: every agent ticks every time
-            now = start + i * every
-            want += [(now, e.body["host"]) for a in reference.agents.values()
-                     for e in a.tick(now) if e.type == "HostStatusReported"]
-        assert sorted(got) == sorted(want)
-        per_host = Counter(h for _, h in got)
-        assert set(per_host) == set(fleet.agents)
-        # spread: no tick carries more than its share of the hosts (plus rounding)
-        per_tick = Counter(t for t, _ in got)
-        assert max(per_tick.values()) <= hosts * every / (interval * 1000) + 2
+        assert len(fleet.after_replay(start)) == hosts
+        got = heartbeats(fleet, start, int(interval_ms * 4 / every), every)
+        sent: dict[str, list[int]] = {}
+        for at, host in got:
+            sent.setdefault(host, []).append(at)
+        assert set(sent) == set(fleet.agents)
+        for config in configs:
+            times = sent[config.host]
+            due = start + round(config.heartbeat_phase_s * 1000)
+            assert due <= times[0] <= due + batch + every
+            assert all(interval_ms <= b - a <= interval_ms + batch + every
+                       for a, b in pairwise(times))
+        carrying = Counter(at for at, _ in got)
+        ticks = sorted(carrying)
+        assert all(b - a >= batch for a, b in pairwise(ticks))
+        assert max(carrying.values()) <= hosts * (batch + every) / interval_ms + 2
 
     asyncio.run(go())
 
@@ -75,9 +81,10 @@ def test_an_idle_fleet_ticks_only_the_agents_due() -> None:
     async def go() -> None:
         fleet = AgentFleetCore(fleet_configs(host_names(100), CAP, heartbeat_s=10.0))
         fleet.after_replay(0)
+        assert fleet.heartbeat_batch_ms == 1000  # a tenth of the interval
         fleet.tick(50)  # confirms the registrations; host-1 (phase 0) heartbeats
-        fleet.tick(100)  # confirms that heartbeat; host-2 (phase 0.1 s) heartbeats
-        assert fleet._active == {"host-2"}
+        fleet.tick(100)  # confirms that heartbeat; host-2's (phase 0.1 s) waits for 1,050
+        assert fleet._active == set()
         visited: list[str] = []
         for host, agent in fleet.agents.items():
             original = agent.tick
@@ -86,7 +93,7 @@ def test_an_idle_fleet_ticks_only_the_agents_due() -> None:
                 visited.append(_h)
                 return _t(now)
             agent.tick = spy  # type: ignore[method-assign]
-        fleet.tick(1000)  # hosts with phase <= ~1 s: about 10 of 100
+        fleet.tick(1050)  # the next batch: hosts with phase <= ~1 s, about 10 of 100
         assert 5 <= len(visited) <= 15
 
     asyncio.run(go())
