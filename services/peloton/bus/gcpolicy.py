@@ -30,6 +30,8 @@ import os
 import time
 from typing import Any
 
+from peloton.bus.envint import env_int
+
 __all__ = ["install", "GcPolicy", "FREEZE_S", "THAW_S", "GEN0_THRESHOLD"]
 
 log = logging.getLogger(__name__)
@@ -77,16 +79,8 @@ def install(app: Any, environ: Any = os.environ) -> GcPolicy | None:
 def _gen0(environ: Any) -> int:
     """PELOTON_GC_THRESHOLD0 (default `GEN0_THRESHOLD`): a positive integer (0 would turn
     automatic collection off altogether); anything else is refused by name."""
-    raw = environ.get("PELOTON_GC_THRESHOLD0")
-    if raw is None or not raw.strip():
-        return GEN0_THRESHOLD
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"PELOTON_GC_THRESHOLD0: a positive number of allocations "
-                         f"expected, got {raw!r}")
+    value = env_int(environ, "PELOTON_GC_THRESHOLD0", GEN0_THRESHOLD, 1)
+    assert value is not None  # the default is an integer
     return value
 
 

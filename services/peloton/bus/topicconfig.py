@@ -26,6 +26,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from peloton.bus.envint import env_int
+
 __all__ = ["TopicSettings", "TopicConfigError", "from_env", "SNAPSHOT_RETENTION_MS"]
 
 SNAPSHOT_RETENTION_MS = 6 * 3600 * 1000
@@ -59,26 +61,14 @@ class TopicSettings:
         return {"min.insync.replicas": str(self.min_insync_replicas)}
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None, low: int) -> int | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise TopicConfigError(f"{name}: not an integer: {raw!r}") from None
-    if value < low:
-        raise TopicConfigError(f"{name}: {value} is below {low}")
-    return value
-
-
 def from_env(env: Mapping[str, str] | None = None) -> TopicSettings:
     env = os.environ if env is None else env
-    replication = _int(env, "PELOTON_TOPIC_REPLICATION", 1, 1)
-    min_insync = _int(env, "PELOTON_TOPIC_MIN_INSYNC_REPLICAS", None, 1)
-    event_retention = _int(env, "PELOTON_EVENT_RETENTION_MS", -1, -1)
-    snapshot_retention = _int(env, "PELOTON_SNAPSHOT_RETENTION_MS", SNAPSHOT_RETENTION_MS,
-                              60_000)
+    replication = env_int(env, "PELOTON_TOPIC_REPLICATION", 1, 1, TopicConfigError)
+    min_insync = env_int(env, "PELOTON_TOPIC_MIN_INSYNC_REPLICAS", None, 1,
+                         TopicConfigError)
+    event_retention = env_int(env, "PELOTON_EVENT_RETENTION_MS", -1, -1, TopicConfigError)
+    snapshot_retention = env_int(env, "PELOTON_SNAPSHOT_RETENTION_MS", SNAPSHOT_RETENTION_MS,
+                                 60_000, TopicConfigError)
     assert replication is not None and event_retention is not None
     assert snapshot_retention is not None
     if min_insync is not None and min_insync > replication:
