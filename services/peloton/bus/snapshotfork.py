@@ -143,10 +143,10 @@ def _run_child(build: Callable[[], bytes], fd: int) -> None:
         gc.disable()
         _quiet_signals()
         try:
-            reply = _OK + _body(build())
+            reply = _frame(_OK, build())
         except BaseException:  # everything is reported: the parent logs it
             code = 1
-            reply = _ERROR + _body(traceback.format_exc().encode())
+            reply = _frame(_ERROR, traceback.format_exc().encode())
         _write_all(fd, reply)
     except BaseException:  # the parent is gone or the pipe broke: nothing to tell
         code = 2
@@ -154,8 +154,8 @@ def _run_child(build: Callable[[], bytes], fd: int) -> None:
         os._exit(code)
 
 
-def _body(data: bytes) -> bytes:
-    return struct.pack(">Q", len(data)) + data
+def _frame(status: bytes, data: bytes) -> bytes:
+    return _HEAD.pack(status, len(data)) + data
 
 
 def _quiet_signals() -> None:
