@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -186,9 +187,14 @@ asyncio.run(main())
 def test_an_agent_that_is_not_root_runs_tasks_as_itself_limits_included(
         open_tmp: Path) -> None:
     """An agent process that is nobody: no switching (it says so), limits still apply."""
+    # nobody imports the code from a copy it can read: a checkout under a 0700 directory
+    # (`mktemp -d`) is closed to it
+    code = open_tmp / "code"
+    shutil.copytree(SERVICES / "peloton", code / "peloton",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     os.chown(open_tmp, 65534, 65534)
     out = subprocess.run(
-        [TASK_PYTHON, "-I", "-c", NON_ROOT_AGENT, str(SERVICES), str(open_tmp / "sb"),
+        [TASK_PYTHON, "-I", "-c", NON_ROOT_AGENT, str(code), str(open_tmp / "sb"),
          ALLOC_256_MIB],
         capture_output=True, text=True, check=True, cwd="/", timeout=60,
         user=65534, group=65534, extra_groups=[])
