@@ -277,7 +277,8 @@ def test_replicas(docs: list[dict[str, Any]]) -> None:
 # ---- the partitioned job manager -------------------------------------------------------
 @pytest.mark.parametrize(("service", "sets", "options"), [
     ("jobmgr", [], []),
-    ("hostmgr", [], ["--heartbeat-timeout=5"]),  # values.yaml's 5.0, as helm prints it
+    ("hostmgr", [], ["--heartbeat-timeout=5", "--mass-silence-fraction=0.5",
+                     "--mass-silence-factor=6"]),  # values.yaml's 5.0, as helm prints it
     ("placement", ["placement.partitioned=true", "placement.replicas=2"], []),
 ])
 def test_partitioned_services_are_statefulsets(service: str, sets: list[str],

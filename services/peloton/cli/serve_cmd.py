@@ -114,6 +114,16 @@ def build() -> typer.Typer:
                     envvar="PELOTON_HEARTBEAT_TIMEOUT_S",
                     help="a host silent this long is lost; keep it 3x the agents' "
                          "--heartbeat or more")] = 5.0,
+                mass_silence_fraction: Annotated[float, typer.Option(
+                    envvar="PELOTON_MASS_SILENCE_FRACTION", min=0.01,
+                    help="when more than this share of the hosts (10 or more) is silent at "
+                         "once, suspect this host manager or the broker, not the hosts: "
+                         "declare hosts lost only after --mass-silence-factor timeouts "
+                         "(1 turns this off)")] = 0.5,
+                mass_silence_factor: Annotated[int, typer.Option(
+                    envvar="PELOTON_MASS_SILENCE_FACTOR", min=1,
+                    help="heartbeat timeouts a host may be silent during a mass "
+                         "silence")] = 6,
                 instance: str = "1",
                 snapshot_interval: SnapshotInterval = 10.0,
                 snapshot_every: SnapshotEvery = 20_000, snapshots: Snapshots = True,
@@ -123,20 +133,24 @@ def build() -> typer.Typer:
                 static_membership: StaticMembership = False) -> None:
         """Host manager: hosts, offers, placement validation, launches, lost hosts."""
         from peloton.bus.service import ServiceShell
+        from peloton.hostmgr.domain.silence import SilenceGuard
         from peloton.hostmgr.service import HostManagerCore
 
+        guard = SilenceGuard(fraction=mass_silence_fraction, factor=mass_silence_factor)
         if partitioned:
             from peloton.hostmgr.shard import HOST_ROUTE, HostShardCore
 
             run_partitioned("hostmgr", instance, HOST_ROUTE,
-                            lambda p: HostShardCore(heartbeat_timeout), bootstrap,
+                            lambda p: HostShardCore(heartbeat_timeout, silence_guard=guard),
+                            bootstrap,
                             log_format, static_membership,
                             **snapshot_options(snapshot_interval, snapshot_every, snapshots),
                             **health_options(health_port, health_bind))
             return
 
         _logging(f"hostmgr-{instance}", log_format)
-        ServiceShell("hostmgr", instance, HostManagerCore(heartbeat_timeout), bootstrap,
+        ServiceShell("hostmgr", instance,
+                     HostManagerCore(heartbeat_timeout, silence_guard=guard), bootstrap,
                      etcd=etcd, leader_key="/peloton/leader/hostmgr" if etcd else None,
                      **snapshot_options(snapshot_interval, snapshot_every, snapshots),
                      **health_options(health_port, health_bind)).run()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from peloton.hostmgr.domain import maintenance, snapshot
 from peloton.hostmgr.domain.hosts import HostBook
+from peloton.hostmgr.domain.silence import SilenceGuard
 from peloton.model.event import Event
 
 __all__ = ["HostManagerCore"]
+
+log = logging.getLogger(__name__)
 
 
 class HostManagerCore:
@@ -26,10 +30,12 @@ class HostManagerCore:
 
     def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05,
                  retention_s: float = 600.0, hold_s: float = 10.0,
-                 restart_grace_s: float = 10.0) -> None:
+                 restart_grace_s: float = 10.0,
+                 silence_guard: SilenceGuard | None = None) -> None:
         self.book = HostBook(int(heartbeat_timeout_s * 1000), int(retention_s * 1000),
-                             int(hold_s * 1000), int(restart_grace_s * 1000))
+                             int(hold_s * 1000), int(restart_grace_s * 1000), silence_guard)
         self.tick_interval: float | None = tick_interval
+        self._held: tuple[int, int] | None = None
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.fold(etype, body)
@@ -41,7 +47,24 @@ class HostManagerCore:
         return []
 
     def tick(self, now: int) -> list[Event]:
-        return self.book.tick(now)
+        events = self.book.tick(now)
+        held = self.book.silence_held
+        if (held is None) != (self._held is None):
+            self._say_held(held)
+        self._held = held
+        return events
+
+    def _say_held(self, held: tuple[int, int] | None) -> None:
+        book = self.book
+        if held is None:
+            log.warning("hostmgr: mass silence over: hosts silent past %.0fs are lost again",
+                        book.heartbeat_timeout_ms / 1000)
+            return
+        log.warning("hostmgr: %d of %d hosts silent at once for over %.0fs: more likely this "
+                    "host manager (or the broker) is behind than so many hosts failed; "
+                    "hosts are declared lost only after %.0fs of silence until it ends",
+                    held[0], held[1], book.heartbeat_timeout_ms / 1000,
+                    book.heartbeat_timeout_ms * book.silence_guard.factor / 1000)
 
     def after_replay(self, now: int) -> list[Event]:
         # heartbeats in the log are old by now (and not replayed): every host gets a fresh

@@ -74,11 +74,16 @@ Contract:
   hosts themselves stay (the cluster's size bounds them). A host's runs are released by
   their end (agent status or job event) or by the loss of the host, never by retention:
   a terminal job whose runs still hold resources stays.
+- Many hosts silent at once (silence.py): when more than half of the available hosts
+  (10 or more) are silent past the timeout, the likelier cause is the host manager reading
+  late, not the hosts: only hosts silent for the guard's `factor` timeouts (6) are then
+  declared lost (the reason says so); `silence_held` tells the shell, which logs it.
 - Scale (10,000 hosts): an idle tick visits no host. Derived, never snapshotted:
-  `_silence_check_at` (no available host can have been silent for longer than the timeout
-  before it: heartbeats only move it later; a registration, a host back, a restore or a
-  restart reset it), `presence_dirty` (hosts whose presence or labels may differ from what
-  maintenance announced: registrations, losses, returns, HostStateChanged folds, restores,
+  `_silence_check_at` (no scan can decide a loss or a change of mass silence before it:
+  heartbeats only move it later, except during a mass silence, when a heartbeat may end
+  it; a registration, a host back, a loss, a restore or a restart reset it),
+  `presence_dirty` (hosts whose presence or labels may differ from what maintenance
+  announced: registrations, losses, returns, HostStateChanged folds, restores,
   restarts; maintenance.tick visits only those), `to_offer` (hosts whose offer may be out
   of date: registrations, generation bumps, maintenance state changes, restores, restarts;
   `_offers` visits only those) and the sorted host names (hosts are never removed). Each
@@ -104,6 +109,7 @@ from peloton.hostmgr.domain.records import (
     RunKey,
     TaskKey,
 )
+from peloton.hostmgr.domain.silence import SilenceGuard
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
@@ -148,8 +154,10 @@ waiting placements instead (a bogus run number must not stall the fold)."""
 
 class HostBook:
     def __init__(self, heartbeat_timeout_ms: int = 5000, retention_ms: int = 600_000,
-                 hold_ms: int = 10_000, restart_grace_ms: int = 10_000) -> None:
+                 hold_ms: int = 10_000, restart_grace_ms: int = 10_000,
+                 silence_guard: SilenceGuard | None = None) -> None:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.silence_guard = silence_guard or SilenceGuard()
         self.retention_ms = retention_ms
         self.hold_ms = hold_ms
         self.restart_grace_ms = restart_grace_ms
@@ -168,6 +176,9 @@ class HostBook:
     def derived_reset(self) -> None:
         """Forget the derived caches (see Scale in the module doc): the next tick scans."""
         self._silence_check_at = 0
+        #: (silent, available) when the last scan found a mass silence (silence.py), else
+        #: None; while it holds, a heartbeat read makes the next tick scan again
+        self.silence_held: tuple[int, int] | None = None
         self.presence_dirty: set[str] = set(self.hosts)
         #: hosts whose offer may be out of date (generation or `offered` changed)
         self.to_offer: set[str] = set(self.hosts)
@@ -243,6 +254,8 @@ class HostBook:
         if host is None or host.incarnation != body["incarnation"]:
             return
         host.last_seen_ms = max(host.last_seen_ms, received_ms)
+        if self.silence_held is not None:  # fewer silent hosts may lift the guard
+            self._silence_check_at = 0
         if not host.available and received_ms > host.lost_at:
             # Declared lost but alive after all (a stall, not a crash): offer it again.
             # Its runs were already declared lost and rescheduled; late reports of them
@@ -516,20 +529,29 @@ class HostBook:
                 "reason": "agent restarted (new incarnation)", "runs": runs}))
         if now_ms < self.grace_until or now_ms < self._silence_check_at:
             return events  # no host can be silent for too long yet (module doc: Scale)
+        timeout = self.heartbeat_timeout_ms
+        available = [self.hosts[name] for name in self.sorted_names()
+                     if self.hosts[name].available]
+        silent = sum(now_ms - host.last_seen_ms > timeout for host in available)
+        limit = self.silence_guard.limit_ms(timeout, silent, len(available))
+        self.silence_held = (silent, len(available)) if limit != timeout else None
         check_at: int | None = None
-        for name in self.sorted_names():
-            host = self.hosts[name]
-            if not host.available:
-                continue
-            silent = now_ms - host.last_seen_ms
-            if silent > self.heartbeat_timeout_ms:
-                events.append(Event("HostLost", name, {
-                    "host": name, "incarnation": host.incarnation, "at": now_ms,
-                    "reason": f"no heartbeat for {silent / 1000:.1f}s",
-                    "runs": sorted(run_id(*k) for k in host.runs)}))
-            else:
-                due = host.last_seen_ms + self.heartbeat_timeout_ms + 1
+        for host in available:
+            quiet = now_ms - host.last_seen_ms
+            if quiet > limit:
+                reason = f"no heartbeat for {quiet / 1000:.1f}s"
+                if self.silence_held is not None:
+                    reason += (f" ({silent} of {len(available)} hosts silent at once: "
+                               f"declared after {limit / 1000:.0f}s, not {timeout / 1000:.0f}s, "
+                               f"in case the host manager was the one behind)")
+                events.append(Event("HostLost", host.name, {
+                    "host": host.name, "incarnation": host.incarnation, "at": now_ms,
+                    "reason": reason, "runs": sorted(run_id(*k) for k in host.runs)}))
+            else:  # the earliest time a scan could decide otherwise (an earlier one: same)
+                due = host.last_seen_ms + (limit if quiet > timeout else timeout) + 1
                 check_at = due if check_at is None else min(check_at, due)
+        if len(events) > len(self.orphaned):
+            check_at = 0  # hosts were lost: fewer available ones may lift a mass silence
         self._silence_check_at = check_at if check_at is not None else 2**62
         return events
 
