@@ -10,6 +10,7 @@ import pytest
 from event_bodies import heartbeat, host_registered, placement
 from hostmgr_helpers import TIMEOUT, book_with, launched, of, place, tick
 from hypothesis import given, settings
+from prometheus_client import REGISTRY
 
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.hostmgr.domain.silence import SilenceGuard
@@ -119,8 +120,10 @@ def test_the_service_logs_when_a_mass_silence_starts_and_ends(
     caplog.set_level(logging.WARNING, logger="peloton.hostmgr.service")
     core.tick(TIMEOUT)
     assert caplog.records == []
+    before = held_gauge()
     core.tick(TIMEOUT + 1)
     core.tick(TIMEOUT + 50)  # said once
+    assert held_gauge() == before + 12
     assert [r.getMessage() for r in caplog.records] == [
         "hostmgr: 12 of 12 hosts silent at once for over 5s: more likely this host manager "
         "(or the broker) is behind than so many hosts failed; hosts are declared lost only "
@@ -130,3 +133,10 @@ def test_the_service_logs_when_a_mass_silence_starts_and_ends(
     assert of(core.tick(TIMEOUT + 100), "HostLost") == []
     assert caplog.records[-1].getMessage() == (
         "hostmgr: mass silence over: hosts silent past 5s are lost again")
+    assert held_gauge() == before
+
+
+def held_gauge() -> float:
+    value = REGISTRY.get_sample_value("peloton_hostmgr_hosts_silence_held")
+    assert value is not None
+    return value

@@ -22,7 +22,8 @@ Who records what (always the shells, never the pure `domain/` cores):
   publisher: events published.
 - `peloton.resmgr.service`: cycle duration, entitlement and allocation per pool, pending
   tasks by admission reason. `peloton.placement.service`: round duration, pending
-  (admitted, not yet placed) tasks by placement reason.
+  (admitted, not yet placed) tasks by placement reason. `peloton.hostmgr.service`: hosts
+  silent during a mass silence (summed over the shards of a process, when scraped).
 
 `GaugeFamily` sets a whole family of labelled gauges at once and removes the label sets
 that disappeared (a deleted pool, a reason nobody has any more), so no stale series stay.
@@ -39,7 +40,8 @@ from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 __all__ = [
     "EVENTS_CONSUMED", "EVENTS_PUBLISHED", "HANDLER_SECONDS", "CONSUMER_LAG",
     "RESMGR_CYCLE_SECONDS", "PLACEMENT_ROUND_SECONDS", "POOL_ENTITLEMENT",
-    "POOL_ALLOCATION", "PENDING_TASKS", "LEADER", "SNAPSHOT_AGE_SECONDS", "GaugeFamily",
+    "POOL_ALLOCATION", "PENDING_TASKS", "LEADER", "SNAPSHOT_AGE_SECONDS",
+    "HOSTS_SILENCE_HELD", "GaugeFamily",
     "service_label", "reason_class", "resource_samples", "count_published",
     "record_entitlement", "record_pending",
 ]
@@ -92,6 +94,12 @@ LEADER = Gauge(
     "peloton_leader",
     "1 while this instance leads (decides and publishes), 0 while it is a standby; "
     "services without leader election always lead.", ["service"])
+HOSTS_SILENCE_HELD = Gauge(
+    "peloton_hostmgr_hosts_silence_held",
+    "Hosts silent past the heartbeat timeout while most of the host manager's hosts are "
+    "silent at once, so that it declares them lost only after longer (a lag of its own is "
+    "likelier than a mass failure; hostmgr/domain/silence.py); 0 when no mass silence "
+    "holds. Summed over the process's shards.")
 SNAPSHOT_AGE_SECONDS = Gauge(
     "peloton_snapshot_age_seconds",
     "Seconds since the newest snapshot this instance wrote or restored was taken (NaN: "

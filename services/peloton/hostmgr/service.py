@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
+from peloton.bus.metrics import HOSTS_SILENCE_HELD
 from peloton.hostmgr.domain import maintenance, snapshot
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.hostmgr.domain.silence import SilenceGuard
@@ -13,6 +15,12 @@ from peloton.model.event import Event
 __all__ = ["HostManagerCore"]
 
 log = logging.getLogger(__name__)
+
+#: the host managers of this process (one, or one per shard it owns): the gauge of hosts a
+#: mass silence holds adds theirs up when scraped, so a shard handed over stops counting
+_LIVE: weakref.WeakSet[HostManagerCore] = weakref.WeakSet()
+HOSTS_SILENCE_HELD.set_function(
+    lambda: sum(c._held[0] for c in list(_LIVE) if c._held is not None))
 
 
 class HostManagerCore:
@@ -36,6 +44,7 @@ class HostManagerCore:
                              int(hold_s * 1000), int(restart_grace_s * 1000), silence_guard)
         self.tick_interval: float | None = tick_interval
         self._held: tuple[int, int] | None = None
+        _LIVE.add(self)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.fold(etype, body)
