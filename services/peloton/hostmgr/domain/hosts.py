@@ -536,9 +536,11 @@ class HostBook:
         limit = self.silence_guard.limit_ms(timeout, silent, len(available))
         self.silence_held = (silent, len(available)) if limit != timeout else None
         check_at: int | None = None
+        lost = False
         for host in available:
             quiet = now_ms - host.last_seen_ms
             if quiet > limit:
+                lost = True
                 reason = f"no heartbeat for {quiet / 1000:.1f}s"
                 if self.silence_held is not None:
                     reason += (f" ({silent} of {len(available)} hosts silent at once: "
@@ -550,7 +552,7 @@ class HostBook:
             else:  # the earliest time a scan could decide otherwise (an earlier one: same)
                 due = host.last_seen_ms + (limit if quiet > timeout else timeout) + 1
                 check_at = due if check_at is None else min(check_at, due)
-        if len(events) > len(self.orphaned):
+        if lost:
             check_at = 0  # hosts were lost: fewer available ones may lift a mass silence
         self._silence_check_at = check_at if check_at is not None else 2**62
         return events
