@@ -24,14 +24,16 @@ from event_bodies import (
 )
 from hypothesis import given, settings
 
+from peloton.resmgr.domain.admissionages import AdmissionAges
 from peloton.resmgr.domain.cycle import ResourceManager
-from peloton.resmgr.domain.ledger import HELD, PENDING, Cell, TaskEntry, bucket, micro
+from peloton.resmgr.domain.ledger import ADMITTED, HELD, PENDING, Cell, TaskEntry, bucket, micro
 
 UNUSED_MS = 1_000
 
 
 def reference_usage(rm: ResourceManager, going_at: int | None) -> Any:
-    """usage() as it was: one run at a time."""
+    """usage() as it was: one run at a time, every unused admission visited (the ledger
+    counted them in no class, ADMITTED here)."""
     ledger = rm.ledger
     cells: dict[Any, Cell] = {(cls, b): list(cell) for cls in (PENDING, HELD)
                               for b, cell in ledger.sums[cls].items()}
@@ -48,6 +50,8 @@ def reference_usage(rm: ResourceManager, going_at: int | None) -> Any:
                 special[entry.key] = entry
     for key, entry in special.items():
         was = ledger.filed.get(key)
+        if was == ADMITTED:  # the old ledger counted unused admissions in no class
+            was = None
         now = None
         if ((key in ledger.pending or key in ledger.holding)
                 and not (going_at is not None and rm._going(entry, going_at))):
@@ -120,13 +124,16 @@ def test_usage_and_pending_equal_the_per_run_versions(
 
 def _summarise(rm: ResourceManager, cells: dict[Any, Cell]) -> Any:
     """The per-pool part of usage() applied to the reference cells (unchanged code)."""
-    saved = rm.ledger.sums, rm.ledger.unused, rm.ledger.preempted, rm.provisional.admitted
-    rm.ledger.sums = {PENDING: {}, HELD: {}}
+    ledger = rm.ledger
+    saved = (ledger.sums, ledger.unused, ledger.admission_ages, ledger.preempted,
+             rm.provisional.admitted)
+    ledger.sums = {PENDING: {}, HELD: {}, ADMITTED: {}}
     for (cls, b), cell in cells.items():
-        rm.ledger.sums[cls][b] = cell
-    rm.ledger.unused, rm.ledger.preempted, rm.provisional.admitted = {}, {}, {}
+        ledger.sums[cls][b] = cell
+    ledger.unused, ledger.admission_ages = {}, AdmissionAges()
+    ledger.preempted, rm.provisional.admitted = {}, {}
     try:
         return rm.usage()
     finally:
-        (rm.ledger.sums, rm.ledger.unused, rm.ledger.preempted,
+        (ledger.sums, ledger.unused, ledger.admission_ages, ledger.preempted,
          rm.provisional.admitted) = saved

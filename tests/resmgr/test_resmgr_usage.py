@@ -20,6 +20,7 @@ from typing import Any
 import hypothesis.strategies as st
 from event_bodies import job_created, task_state_changed, tasks_admitted
 from hypothesis import HealthCheck, given, settings
+from ledger_sums import from_scratch_sums, usage_class
 from test_resmgr_ledger import Fact, change, interleavings, job_state, logs
 from test_resmgr_snapshot import Driver, Op, new_core
 
@@ -27,27 +28,10 @@ from peloton.model.resources import Resources
 from peloton.resmgr.domain.admission import PoolAllocation
 from peloton.resmgr.domain.cycle import ResourceManager
 from peloton.resmgr.domain.entitlement import PoolUsage
-from peloton.resmgr.domain.ledger import MICRO, Ledger, bucket, micro
+from peloton.resmgr.domain.ledger import MICRO, Ledger, micro
 
 # cpus whose float sums depend on the order they are added in
 _ODD_CPU = {0.5: 0.1, 1.0: 0.7, 2.0: 0.3}
-
-
-def from_scratch_sums(ledger: Ledger) -> tuple[dict[Any, list[int]], dict[Any, list[int]]]:
-    """`Ledger.sums` recomputed over every live run (not the indexes)."""
-    sums: tuple[dict[Any, list[int]], dict[Any, list[int]]] = ({}, {})
-    for entry in ledger.tasks.values():
-        if entry.pending:
-            cls = 0
-        elif entry.holding and not entry.admitted:
-            cls = 1
-        else:
-            continue
-        cell = sums[cls].setdefault(bucket(entry), [0, 0, 0, 0, 0])
-        cell[0] += 1
-        for i, v in enumerate(micro(entry.resources)):
-            cell[i + 1] += v
-    return sums
 
 
 def from_scratch_usage(
@@ -109,11 +93,12 @@ def test_totals_follow_a_run_through_its_life_and_leave_nothing_behind() -> None
     assert ledger.sums[0] == {key: [2, 200_000, 128 * MICRO, 0, 0]} and ledger.sums[1] == {}
     ledger.fold("TasksAdmitted", tasks_admitted("j", 0, at=2))  # admitted, not READY yet
     assert ledger.sums[0] == {key: [1, 100_000, 64 * MICRO, 0, 0]} and ledger.sums[1] == {}
+    assert ledger.sums[2] == {key: [1, 100_000, 64 * MICRO, 0, 0]}  # ADMITTED
     ledger.fold("TaskStateChanged", change("j", 0, "READY", at=3))
-    assert ledger.sums[1] == {key: [1, 100_000, 64 * MICRO, 0, 0]}
+    assert ledger.sums[1] == {key: [1, 100_000, 64 * MICRO, 0, 0]} and ledger.sums[2] == {}
     ledger.fold("TaskStateChanged", change("j", 0, "SUCCEEDED", previous="RUNNING", at=4))
     ledger.fold("JobStateChanged", job_state("j", "KILLED", at=5))
-    assert ledger.sums == ({}, {}) and ledger.filed == {}
+    assert ledger.sums == ({}, {}, {}) and ledger.filed == {}
 
 
 @settings(max_examples=80, deadline=None, derandomize=True,
@@ -139,8 +124,8 @@ def test_totals_equal_a_recomputation_after_any_interleaving_redelivery_or_resto
             ledger = Ledger.restore(json.loads(json.dumps(ledger.snapshot())))
         ledger.fold(etype, body)
         assert sums_of(ledger) == list(from_scratch_sums(ledger))
-        assert set(ledger.filed) == {k for k, e in ledger.tasks.items()
-                                     if e.pending or (e.holding and not e.admitted)}
+        assert ledger.filed == {k: usage_class(e) for k, e in ledger.tasks.items()
+                                if usage_class(e) is not None}
     assert sums_of(ledger) == sums_of(expected)
 
 

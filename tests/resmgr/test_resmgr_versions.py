@@ -19,12 +19,13 @@ from event_bodies import (
     task_state_changed,
 )
 from hypothesis import given, settings
+from ledger_sums import from_scratch_sums
 
 from peloton.bus.codec import default_codec
 from peloton.model.event import Event
 from peloton.model.resources import Resources
 from peloton.resmgr.domain.cycle import ResourceManager
-from peloton.resmgr.domain.ledger import Ledger, bucket, micro
+from peloton.resmgr.domain.ledger import Ledger
 
 Body = dict[str, Any]
 
@@ -172,19 +173,6 @@ def test_versions_and_run_versions_survive_a_snapshot_and_old_rows_restore_as_v1
 
 
 # ---- any order of folds gives the same runs and totals --------------------------------
-
-
-def from_scratch_sums(ledger: Ledger) -> tuple[dict[Any, list[int]], dict[Any, list[int]]]:
-    sums: tuple[dict[Any, list[int]], dict[Any, list[int]]] = ({}, {})
-    for entry in ledger.tasks.values():
-        cls = 0 if entry.pending else 1 if entry.holding and not entry.admitted else None
-        if cls is None:
-            continue
-        cell = sums[cls].setdefault(bucket(entry), [0, 0, 0, 0, 0])
-        cell[0] += 1
-        for i, v in enumerate(micro(entry.resources)):
-            cell[i + 1] += v
-    return sums
 
 
 def _facts() -> list[tuple[str, Body]]:

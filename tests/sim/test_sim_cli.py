@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 from _sim_builders import EXAMPLES
@@ -66,3 +68,19 @@ def test_a_broken_scenario_exits_2(tmp_path: Path) -> None:
     bad.write_text("name: x\nduration_s: 10\nhosts: []\npools: []\n")
     result = CliRunner().invoke(app(), ["sim", "run", str(bad)])
     assert result.exit_code == 2
+
+
+def test_sim_run_without_matplotlib_writes_the_metrics_and_says_why_no_plots(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The base install has no matplotlib (it comes with the bench extra): the run still
+    gives its figures and metrics.json, with a warning instead of a traceback."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app(), ["sim", "run", str(EXAMPLES / "peloton-preemption.yaml"),
+                                        "--out", str(out), "-o", "json", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "plots skipped: matplotlib is not installed" in result.stderr
+    assert (out / "metrics.json").stat().st_size > 0
+    assert not (out / "utilization.png").exists()

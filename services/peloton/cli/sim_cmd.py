@@ -14,6 +14,7 @@ invalid scenario: a message on stderr and exit code 2.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import resource
 import sys
@@ -146,6 +147,10 @@ def run(
     result.performance["peak_rss_mb"] = round(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     target = out if out is not None else Path("sim-out") / sc.name
+    if plots and importlib.util.find_spec("matplotlib") is None:
+        err.print("warning: plots skipped: matplotlib is not installed (pip install "
+                  "'peloton-py[bench]'); metrics.json is written", markup=False)
+        plots = False
     if plots:
         write_report(result, target)
     else:

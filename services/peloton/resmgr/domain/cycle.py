@@ -75,6 +75,7 @@ from peloton.resmgr.domain.admission import (
 )
 from peloton.resmgr.domain.entitlement import PoolEntitlement, PoolUsage, compute_entitlements
 from peloton.resmgr.domain.ledger import (
+    ADMITTED,
     DEFAULT_RETENTION_MS,
     HELD,
     MICRO,
@@ -208,6 +209,11 @@ class ResourceManager:
         return (mine is not None and entry.state == TaskState.PENDING
                 and mine[1] == entry.requeues)
 
+    def _lapsed(self) -> list[TaskEntry]:
+        """The admissions the job manager left unused that this instance no longer trusts
+        (those `admitted` says no of), in key order."""
+        return self.ledger.lapsed(self._now - self.unused_admission_ms)
+
     def holding(self, entry: TaskEntry) -> bool:
         return entry.state in HOLDING or self.admitted(entry)
 
@@ -322,17 +328,23 @@ class ResourceManager:
         runs being taken back at that time, see `_going`, are left out).
 
         O(pools + runs whose standing differs from the ledger's), not O(active runs): it
-        starts from the ledger's integer totals (`Ledger.sums`) and moves only the runs
-        this instance sees differently: admissions the job manager left unused (trusted
-        for `unused_admission_ms`), provisional admissions, and (with `going_at`) runs
-        being preempted. The totals are exact (integer micro-units), so the result is the
-        same whatever the order the facts were folded in.
+        starts from the ledger's integer totals (`Ledger.sums`, where the admissions the
+        job manager has not used yet count as held, as this instance counts them while it
+        trusts them: `unused_admission_ms`) and moves only the runs this instance sees
+        differently: admissions it stopped trusting (found without visiting the others:
+        `Ledger.lapsed`), provisional admissions, and (with `going_at`) runs being
+        preempted. The totals are exact (integer micro-units), so the result is the same
+        whatever the order the facts were folded in.
         """
         ledger = self.ledger
         cells: dict[tuple[int, Bucket], Cell] = {
             (cls, b): list(cell)
             for cls in (PENDING, HELD) for b, cell in ledger.sums[cls].items()}
-        special: dict[TaskKey, TaskEntry] = dict(ledger.unused)
+        for b, cell in ledger.sums[ADMITTED].items():
+            into = cells.setdefault((HELD, b), [0, 0, 0, 0, 0])
+            for i in range(5):
+                into[i] += cell[i]
+        special: dict[TaskKey, TaskEntry] = {e.key: e for e in self._lapsed()}
         for job_id, instance, _ in self.provisional.admitted:
             entry = ledger.entry(job_id, instance)
             if entry is not None:
@@ -349,6 +361,8 @@ class ResourceManager:
                     int] = defaultdict(int)
         for key, entry in special.items():
             was = ledger.filed.get(key)
+            if was == ADMITTED:
+                was = HELD
             now: int | None = None
             if ((key in ledger.pending or key in ledger.holding)
                     and not (going_at is not None and self._going(entry, going_at))):
@@ -543,8 +557,8 @@ class ResourceManager:
         whose config version is not said yet wait (see ledger.py)."""
         pending, unused = self.ledger.pending, self.ledger.unused
         # the unused admissions still trusted are admitted: only the others are candidates
-        # (not sorting every admitted run each tick keeps a burst linear)
-        lapsed = [key for key, entry in unused.items() if not self.admitted(entry)]
+        # (not visiting every admitted run each tick keeps a burst linear)
+        lapsed = [entry.key for entry in self._lapsed()]
         for key in sorted(pending.keys() | lapsed if lapsed else pending.keys()):
             entry = pending.get(key) or unused[key]
             if entry.config_version is not None and not self.admitted(entry):

@@ -67,12 +67,16 @@ manager may see differently from the ledger (admissions it stops trusting, provi
 decisions, runs being taken back).
 
 Usage totals maintained on fold (`sums`), so a tick costs O(pools + changed runs), not
-O(active runs): per class (PENDING = in `pending`, HELD = in `holding` but not `unused`)
-and per `Bucket` (the job's pool as named in its spec, revocable, preemptible, controller),
-the number of runs and their resources in integer micro-units (each run's resources
-rounded to 1e-6 once, `micro`). Integer sums are exact, so any order of folds gives the
-same totals (and the same as a recomputation from scratch); `filed` says in which class
-each run is counted. They are rebuilt by `restore` (not part of the snapshot).
+O(active runs): per class (PENDING = in `pending`, HELD = in `holding` but not `unused`,
+ADMITTED = in `unused`: the resource manager counts them as held while it trusts their
+admission) and per `Bucket` (the job's pool as named in its spec, revocable,
+preemptible, controller), the number of runs and their resources in integer micro-units
+(each run's resources rounded to 1e-6 once, `micro`). Integer sums are exact, so any
+order of folds gives the same totals (and the same as a recomputation from scratch);
+`filed` says in which class each run is counted. They are rebuilt by `restore` (not part
+of the snapshot), as is `admission_ages` (the runs of `unused` by their latest
+admission, so the resource manager finds the admissions it stopped trusting without
+visiting the others: admissionages.py).
 
 Orders come from event times, not from the order records were folded in (a job's FIFO
 `seq` is JobCreated's `at`; `started_seq` is the `at` of the change that started the run).
@@ -94,6 +98,7 @@ from peloton.model.taskstate import (
     TERMINAL_JOB,
     TaskState,
 )
+from peloton.resmgr.domain.admissionages import AdmissionAges
 
 __all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS", "TaskKey", "Bucket",
            "Cell", "PENDING", "HELD", "MICRO", "micro", "bucket"]
@@ -110,7 +115,7 @@ _RUN_FACTS = ("TasksAdmitted", "TasksPreempted", "AdmissionDeferred")
 #: their config version)
 _TASK_FIELDS = 14
 #: Usage classes of `Ledger.sums` (see the module doc).
-PENDING, HELD = 0, 1
+PENDING, HELD, ADMITTED = 0, 1, 2
 #: Integer units per resource unit in the usage totals.
 MICRO = 1_000_000
 #: (pool as named in the job's spec, revocable, preemptible, controller)
@@ -250,8 +255,10 @@ class Ledger:
         self.pending: dict[TaskKey, TaskEntry] = {}
         self.holding: dict[TaskKey, TaskEntry] = {}
         self.unused: dict[TaskKey, TaskEntry] = {}  # admitted, not READY yet (in holding)
+        # `unused` by latest admission
+        self.admission_ages: AdmissionAges[TaskKey] = AdmissionAges()
         self.preempted: dict[TaskKey, TaskEntry] = {}  # live runs with a preempted_at
-        self.sums: tuple[dict[Bucket, Cell], dict[Bucket, Cell]] = ({}, {})  # by class
+        self.sums: tuple[dict[Bucket, Cell], ...] = ({}, {}, {})  # by class
         self.filed: dict[TaskKey, int] = {}  # the class each run is counted in
         self.forgotten: dict[str, int] = {}  # finished job -> when (event time)
         self.orphans: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
@@ -491,14 +498,16 @@ class Ledger:
             self.holding.pop(key, None)
         if entry.admitted:
             self.unused[key] = entry
+            self.admission_ages.note(key, max(entry.admissions))
         else:
             self.unused.pop(key, None)
+            self.admission_ages.note(key, None)
         if entry.preempted_at is not None:
             self.preempted[key] = entry
         else:
             self.preempted.pop(key, None)
-        cls = PENDING if key in self.pending else (
-            HELD if key in self.holding and key not in self.unused else None)
+        cls = (PENDING if key in self.pending else ADMITTED if key in self.unused
+               else HELD if key in self.holding else None)
         self._file(entry, cls)
 
     def _file(self, entry: TaskEntry, cls: int | None) -> None:
@@ -526,10 +535,16 @@ class Ledger:
             for i in range(4):
                 cell[i + 1] += vec[i]
 
+    def lapsed(self, cutoff: int) -> list[TaskEntry]:
+        """The runs of `unused` whose latest admission is at or before `cutoff` (event
+        time), in key order: O(those), not O(unused)."""
+        return [self.unused[key] for key in self.admission_ages.lapsed(cutoff)]
+
     def _drop(self, entry: TaskEntry) -> None:
         self.pending.pop(entry.key, None)
         self.holding.pop(entry.key, None)
         self.unused.pop(entry.key, None)
+        self.admission_ages.note(entry.key, None)
         self.preempted.pop(entry.key, None)
         self._file(entry, None)
         self.version += 1
