@@ -21,6 +21,7 @@ from peloton.bus.routing import (
 )
 from peloton.hostmgr.service import HostManagerCore
 from peloton.hostmgr.shard import HOST_ROUTE, HostShardCore
+from peloton.jobmgr.service import JobManagerCore
 from peloton.jobmgr.shard import JOB_ROUTE, JobShardCore
 from peloton.model.ids import parse_run_id, run_id
 
@@ -100,7 +101,8 @@ def test_the_job_route_reads_what_the_single_job_manager_reads() -> None:
     router = RouterCore(JOB_ROUTE)
     # the router reads exactly what the single job manager reads besides its own topics
     # and the two it reads whole in every partition
-    single = set(JobShardCore.__mro__[1].inputs)  # JobManagerCore
+    assert JobShardCore.__mro__[1] is JobManagerCore
+    single = set(JobManagerCore.inputs)
     whole = set(JobShardCore.inputs) - set(JOB_ROUTE.sharded)
     assert set(router.inputs) == single - set(JOB_ROUTE.own) - whole
     assert whole == {"entitlement-updated", "host-events"}

@@ -49,3 +49,16 @@ def test_incarnations_survive_a_snapshot() -> None:
     restored = Ledger.restore(json.loads(json.dumps(ledger.snapshot())))
     restored.fold(*OLD_OFFER)  # read late, after the loss: ignored
     assert restored.capacity().cpu == 8 == ledger.capacity().cpu
+
+
+def test_capacity_asked_after_every_fact_is_the_sum_over_the_hosts() -> None:
+    """capacity() is summed once per change of the hosts: asked between the facts it
+    still follows every offer and loss (a cached sum that missed one would not)."""
+    other = ("OfferReceived", offer_received(offer("h2", cpu=2, incarnation="j1"), at=4))
+    for order in itertools.permutations([OLD_OFFER, LOST, NEW_OFFER, other]):
+        ledger = Ledger()
+        for etype, body in order:
+            ledger.fold(etype, body)
+            want = sum(c.cpu for available, c in ledger.hosts.values() if available)
+            assert ledger.capacity().cpu == want
+            assert ledger.capacity().cpu == want  # the cached answer

@@ -265,6 +265,7 @@ class Ledger:
         self.hosts: dict[str, tuple[bool, Resources]] = {}
         self.version = 0  # bumps on every change that may alter demand or capacity
         self.hosts_version = 0  # bumps on every change of capacity
+        self._capacity: tuple[int, Resources] | None = None  # (hosts_version, capacity)
         # host -> [incarnation offered last, newest incarnation lost]: a HostLost read
         # after an offer of the host's next incarnation, or an offer of a lost
         # incarnation made before its HostLost and read after it (two partitions),
@@ -563,10 +564,16 @@ class Ledger:
 
     # ---- queries --------------------------------------------------------------------
     def capacity(self) -> Resources:
+        """The available hosts' capacity in all (summed once per `hosts_version`: every
+        change of `hosts` bumps it; 10,000 hosts took a sixth of a busy tick)."""
+        known = self._capacity
+        if known is not None and known[0] == self.hosts_version:
+            return known[1]
         total = Resources()
         for available, cap in self.hosts.values():
             if available:
                 total = total + cap
+        self._capacity = (self.hosts_version, total)
         return total
 
     def active(self) -> Iterator[TaskEntry]:
