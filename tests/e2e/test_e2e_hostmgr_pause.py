@@ -3,7 +3,9 @@ process, as a VM freeze or a stop-the-world stall would) must not declare its ho
 it resumes: its first tick finds every host silent, though their heartbeats sit unread in
 the log. Real processes, real broker: 12 simulated hosts in one fleet, tasks running on
 them, hostmgr stopped for 8 s (timeout 5 s). Without the mass-silence guard
-(hostmgr/domain/silence.py) its first tick declared all 12 lost and every run LOST."""
+(hostmgr/domain/silence.py) its first tick declared all 12 lost and every run LOST; the
+stall rule (HostBook._stall: no tick for longer than the timeout) now keeps them too, also
+on clusters too small for the guard (tests/runner/test_runner_hostmgr_stall.py)."""
 
 from __future__ import annotations
 
@@ -77,5 +79,4 @@ def test_a_paused_host_manager_loses_no_host(minicluster_factory: Any) -> None:
     states = {h.state for h in follower.runs.values()}
     assert "LOST" not in states
     log = Path(cluster.procs["hostmgr"].log).read_text()
-    assert f"of {HOSTS} hosts silent at once" in log
-    assert "mass silence over" in log
+    assert "this host manager was stalled" in log  # the stall rule kept them

@@ -194,6 +194,7 @@ def test_after_a_restart_liveness_starts_fresh_with_a_grace(restored: bool) -> N
     if restored:
         twin = _core()
         twin.book.restart_grace_ms, twin.book.heartbeat_timeout_ms = GRACE, TIMEOUT
+        twin.book.stall_after_ms = TIMEOUT
         twin.restore(_json(core.snapshot()))
         core = twin
     start = 1_000_000  # the restart: long after the last heartbeat the log had

@@ -40,8 +40,11 @@ class HostManagerCore:
                  retention_s: float = 600.0, hold_s: float = 10.0,
                  restart_grace_s: float = 10.0,
                  silence_guard: SilenceGuard | None = None) -> None:
-        self.book = HostBook(int(heartbeat_timeout_s * 1000), int(retention_s * 1000),
-                             int(hold_s * 1000), int(restart_grace_s * 1000), silence_guard)
+        timeout_ms = int(heartbeat_timeout_s * 1000)
+        # no tick for longer than a host may be silent: a stall of ours (HostBook._stall)
+        self.book = HostBook(timeout_ms, int(retention_s * 1000), int(hold_s * 1000),
+                             int(restart_grace_s * 1000), silence_guard,
+                             stall_after_ms=timeout_ms)
         self.tick_interval: float | None = tick_interval
         self._held: tuple[int, int] | None = None
         _LIVE.add(self)
@@ -57,6 +60,12 @@ class HostManagerCore:
 
     def tick(self, now: int) -> list[Event]:
         events = self.book.tick(now)
+        if self.book.stalled_ms is not None:
+            log.warning("hostmgr: no tick for %.1fs (longer than the heartbeat timeout, "
+                        "%.0fs): this host manager was stalled, so no host is declared lost "
+                        "for silence in the next %.0fs (their heartbeats are read first)",
+                        self.book.stalled_ms / 1000, self.book.heartbeat_timeout_ms / 1000,
+                        self.book.heartbeat_timeout_ms / 1000)
         held = self.book.silence_held
         if (held is None) != (self._held is None):
             self._say_held(held)

@@ -155,8 +155,12 @@ waiting placements instead (a bogus run number must not stall the fold)."""
 class HostBook:
     def __init__(self, heartbeat_timeout_ms: int = 5000, retention_ms: int = 600_000,
                  hold_ms: int = 10_000, restart_grace_ms: int = 10_000,
-                 silence_guard: SilenceGuard | None = None) -> None:
+                 silence_guard: SilenceGuard | None = None,
+                 stall_after_ms: int | None = None) -> None:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        #: a gap between two ticks longer than this is a stall of this host manager
+        #: (`_stall`; None: never, for a caller that ticks sparsely on purpose, as tests do)
+        self.stall_after_ms = stall_after_ms
         self.silence_guard = silence_guard or SilenceGuard()
         self.retention_ms = retention_ms
         self.hold_ms = hold_ms
@@ -180,6 +184,10 @@ class HostBook:
         #: None; while it holds, a heartbeat read makes the next tick scan again
         self.silence_held: tuple[int, int] | None = None
         self.presence_dirty: set[str] = set(self.hosts)
+        #: when the last tick ran (None: none since the start or a restore) and, if the
+        #: tick before this one was longer ago than the heartbeat timeout, how long ago
+        self.last_tick_ms: int | None = None
+        self.stalled_ms: int | None = None
         #: hosts whose offer may be out of date (generation or `offered` changed)
         self.to_offer: set[str] = set(self.hosts)
         self._names: list[str] = []
@@ -512,6 +520,7 @@ class HostBook:
 
     # ---- decide ---------------------------------------------------------------------
     def tick(self, now_ms: int) -> list[Event]:
+        self._stall(now_ms)
         events: list[Event] = []
         for decide in (self._losses, self._maintenance, self._validate, self._offers):
             decided = decide(now_ms)
@@ -520,6 +529,23 @@ class HostBook:
             events += decided
         self.prune(now_ms)
         return events
+
+    def _stall(self, now_ms: int) -> None:
+        """No tick for longer than `stall_after_ms` (the service: the heartbeat
+        timeout): this host manager was not looking (its process paused or starved, a VM
+        frozen), so the silence it now sees is its own, and the heartbeats sent
+        meanwhile wait unread in the log (a tick may come before the intake reads them).
+        No host is declared lost for silence before one timeout from now: the hosts get
+        a full timeout to be heard, as after a restart. The mass-silence guard
+        (silence.py) covers an intake that falls behind while the ticks go on; this
+        covers a stall of the whole process, for any number of hosts and however long it
+        lasted."""
+        last, self.last_tick_ms = self.last_tick_ms, now_ms
+        after = self.stall_after_ms
+        gap = None if last is None or after is None else now_ms - last
+        self.stalled_ms = gap if gap is not None and after is not None and gap > after else None
+        if self.stalled_ms is not None:
+            self.grace_until = max(self.grace_until, now_ms + self.heartbeat_timeout_ms)
 
     def _losses(self, now_ms: int) -> list[Event]:
         events = []
