@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from event_bodies import host_registered, job_created, placement_made
+from event_bodies import heartbeat, host_registered, job_created, placement_made
 
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.model.event import Event
@@ -83,3 +83,14 @@ def assert_caches_exact(book: HostBook) -> None:
     moving = {n for n, m in book.maint.hosts.items()
               if m.state.value in ("DRAINING", "DRAINED")}
     assert book.maint.moving == moving
+
+
+def beat(book: HostBook, hosts: list[str], at: int) -> None:
+    """A heartbeat of each of `hosts`, read at `at`."""
+    for h in hosts:
+        book.fold("HostStatusReported", heartbeat(h, at), received_ms=at)
+
+
+def lost(events: list[Event]) -> list[str]:
+    """The hosts the events declare lost."""
+    return [e.body["host"] for e in of(events, "HostLost")]

@@ -8,24 +8,14 @@ import logging
 import hypothesis.strategies as st
 import pytest
 from event_bodies import heartbeat, host_registered, placement
-from hostmgr_helpers import TIMEOUT, book_with, launched, of, place, tick
+from hostmgr_helpers import TIMEOUT, beat, book_with, launched, lost, of, place, tick
 from hypothesis import given, settings
 from prometheus_client import REGISTRY
 
-from peloton.hostmgr.domain.hosts import HostBook
 from peloton.hostmgr.domain.silence import SilenceGuard
 from peloton.hostmgr.service import HostManagerCore
 
 HOSTS = [f"h{i:02d}" for i in range(12)]
-
-
-def beat(book: HostBook, hosts: list[str], at: int) -> None:
-    for h in hosts:
-        book.fold("HostStatusReported", heartbeat(h, at), received_ms=at)
-
-
-def lost(events: list) -> list[str]:
-    return [e.body["host"] for e in of(events, "HostLost")]
 
 
 def test_the_guard_holds_only_for_most_of_enough_hosts() -> None:

@@ -9,22 +9,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-from event_bodies import heartbeat, placement
-from hostmgr_helpers import TIMEOUT, book_with, launched, of, place, tick
+from event_bodies import placement
+from hostmgr_helpers import TIMEOUT, beat, book_with, launched, lost, place, tick
 
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.hostmgr.service import HostManagerCore
 
 HOSTS = ["h1", "h2", "h3"]
-
-
-def beat(book: HostBook, hosts: list[str], at: int) -> None:
-    for h in hosts:
-        book.fold("HostStatusReported", heartbeat(h, at), received_ms=at)
-
-
-def lost(events: list) -> list[str]:
-    return [e.body["host"] for e in of(events, "HostLost")]
 
 
 def running_book() -> HostBook:

@@ -185,7 +185,7 @@ class HostBook:
         self.silence_held: tuple[int, int] | None = None
         self.presence_dirty: set[str] = set(self.hosts)
         #: when the last tick ran (None: none since the start or a restore) and, if the
-        #: tick before this one was longer ago than the heartbeat timeout, how long ago
+        #: tick before it was longer ago than `stall_after_ms` (a stall), how long ago
         self.last_tick_ms: int | None = None
         self.stalled_ms: int | None = None
         #: hosts whose offer may be out of date (generation or `offered` changed)

@@ -101,7 +101,7 @@ from peloton.model.taskstate import (
 from peloton.resmgr.domain.admissionages import AdmissionAges
 
 __all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS", "TaskKey", "Bucket",
-           "Cell", "PENDING", "HELD", "MICRO", "micro", "bucket"]
+           "Cell", "PENDING", "HELD", "ADMITTED", "MICRO", "micro", "bucket"]
 
 S = TaskState
 TaskKey = tuple[str, int]
