@@ -84,3 +84,10 @@ def test_sim_run_without_matplotlib_writes_the_metrics_and_says_why_no_plots(
     assert "plots skipped: matplotlib is not installed" in result.stderr
     assert (out / "metrics.json").stat().st_size > 0
     assert not (out / "utilization.png").exists()
+
+
+def test_a_step_coarser_than_half_the_heartbeat_timeout_is_refused(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app(), ["sim", "run", str(EXAMPLES / "peloton-preemption.yaml"),
+                                        "--out", str(tmp_path), "--step-ms", "6000"])
+    assert result.exit_code == 2
+    assert "--step-ms" in result.output and "2500" in result.output

@@ -101,8 +101,10 @@ def run(
         "--engine", help="runner: the production services end to end in the in-memory "
         "runner; fast: the simulator's own engine around the shared algorithms; auto: the "
         f"runner up to {AUTO_RUNNER_MAX_HOSTS:,} hosts, else fast.")] = Engine.auto,
-    step_ms: Annotated[int, typer.Option("--step-ms", min=10, help="The runner's step "
-                                         "(simulated ms; coarser is faster).")] = 500,
+    step_ms: Annotated[int, typer.Option(
+        "--step-ms", min=10, max=2500, help="The runner's step (simulated ms; coarser is "
+        "faster; at most half the host manager's 5 s heartbeat timeout, which a coarser "
+        "step would turn into false or missed host losses).")] = 500,
 ) -> None:
     """Simulate a scenario and report utilization, fairness, queueing and preemption."""
     import numpy as np
