@@ -541,10 +541,9 @@ class HostBook:
         covers a stall of the whole process, for any number of hosts and however long it
         lasted."""
         last, self.last_tick_ms = self.last_tick_ms, now_ms
-        after = self.stall_after_ms
-        gap = None if last is None or after is None else now_ms - last
-        self.stalled_ms = gap if gap is not None and after is not None and gap > after else None
-        if self.stalled_ms is not None:
+        after, self.stalled_ms = self.stall_after_ms, None
+        if last is not None and after is not None and now_ms - last > after:
+            self.stalled_ms = now_ms - last
             self.grace_until = max(self.grace_until, now_ms + self.heartbeat_timeout_ms)
 
     def _losses(self, now_ms: int) -> list[Event]:
