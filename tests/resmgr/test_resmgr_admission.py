@@ -13,6 +13,8 @@ from peloton.resmgr.domain.admission import (
     PoolAllocation,
     admission_views,
     admit,
+    format_shortfall,
+    reason_key,
 )
 from peloton.resmgr.domain.entitlement import PoolUsage, compute_entitlements
 from peloton.resmgr.domain.poolconfig import PoolConfig, ResourceSpec
@@ -235,3 +237,29 @@ def test_admission_never_exceeds_entitlement(
         for g in queue:  # every gang is either admitted or has a reason, never both
             assert (g.gang_id in admitted) != (g.gang_id in result.pending_reasons)
     assert admit(pools, queues, state, max_skips=3) == result  # deterministic
+
+
+_AMOUNT = st.one_of(st.integers(0, 10**7).map(float),
+                    st.floats(0, 1e9, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(need=st.fixed_dictionaries({k: _AMOUNT for k in ("cpu", "memory", "disk", "gpu")}),
+       have=st.fixed_dictionaries({k: _AMOUNT for k in ("cpu", "memory", "disk", "gpu")}),
+       holder=st.text(min_size=1, max_size=20).filter(lambda t: "\n" not in t))
+def test_a_reason_key_keeps_what_is_short_and_drops_the_figures(
+        need: dict[str, float], have: dict[str, float], holder: str) -> None:
+    """The resource manager republishes a reason when its key changes (cycle.py): the key
+    names each check and kind that is short, whatever the figures; a held-back reason's
+    key names the budget, whichever gang reserves it."""
+    n, h = Resources(**need), Resources(**have)
+    short = list(n.exceeding(h))
+    if short:
+        checks = [f"pool over entitlement: {format_shortfall(n, h)}",
+                  f"non-preemptible work beyond reservation: {format_shortfall(n, h)}"]
+        assert reason_key("; ".join(checks)) == "; ".join(
+            [f"pool over entitlement: {', '.join(short)}",
+             f"non-preemptible work beyond reservation: {', '.join(short)}"])
+    held = f"held back: gang {holder} has waited too long and reserves the slack budget"
+    assert reason_key(held) == "held back: slack"
+    assert reason_key("waiting for 2 more gang members") == "waiting for 2 more gang members"

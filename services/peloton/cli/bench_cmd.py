@@ -261,12 +261,14 @@ def register(app: typer.Typer) -> typer.Typer:
 
     @bench.command("backlog")
     def backlog_cmd(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
-                    ticks: int = 5, seed: int = 7, output: Output = "table") -> None:
+                    ticks: int = 5, seed: int = 7, ends: int = 50,
+                    output: Output = "table") -> None:
         """CPU seconds of the resource manager's tick with `jobs` jobs (1-8 tasks) queued
-        at once on `hosts` hosts of 64 cpus (peloton.resmgr.backlogbench)."""
+        at once on `hosts` hosts of 64 cpus, `ends` admitted runs ending before each later
+        tick, and the pending reasons those ticks published (peloton.resmgr.backlogbench)."""
         from peloton.resmgr.backlogbench import backlog_tick_bench
 
-        show(backlog_tick_bench(jobs, hosts, task_cpu, ticks, seed), output,
+        show(backlog_tick_bench(jobs, hosts, task_cpu, ticks, seed, ends), output,
              "resource manager tick with a backlog")
 
     return bench

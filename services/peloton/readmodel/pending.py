@@ -13,7 +13,13 @@ shows into `{"code", "detail", "text", "permanent"}` without changing any event 
 - NON_PREEMPTIBLE_BEYOND_RESERVATION: `non-preemptible work beyond reservation: ...`;
   permanent when the pool reserves 0 of a kind the work needs (no allocation can ever
   make room: only a pool update or a preemptible job can).
-- CONTROLLER_LIMIT, HELD_BEHIND_GANG (a long-blocked gang reserves a budget), UNKNOWN_POOL
+  The resource manager republishes a task's reason only when what it says changes (which
+  checks fail, for which kinds; resmgr/domain/admission.py `reason_key`), not at every
+  admission that moves the figures: `needed` and `entitlement` are those of when the task
+  began waiting for that reason; `allocation` and `demand` (from the pool's row) are
+  current.
+- CONTROLLER_LIMIT, HELD_BEHIND_GANG (a long-blocked gang reserves a budget: the gang
+  named is the one that reserved it when this task was held back), UNKNOWN_POOL
   (permanent), GANG_INCOMPLETE (`waiting for N more gang members`, or the engine's
   `gang G incomplete: a of b tasks in this round`).
 - NO_HOST_FITS: the engine's `no host with ... (N hosts; filter: left; ...)` with the host

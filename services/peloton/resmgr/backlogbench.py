@@ -2,10 +2,12 @@
 
 A cluster of `hosts` hosts of 64 cpus and `jobs` batch jobs of 1-8 tasks (seeded) of
 `task_cpu` cpus each, all PENDING at once, as after a big burst: the first tick admits what
-the entitlement allows, its admissions are folded back (as the log would bring them), then
-`ticks` more ticks run, each after a few new jobs arrived (so admission runs again, as it
-does under load). Prints the CPU seconds of the first tick and of the later ones (median and
-worst), and how many runs were admitted and left pending. This is a shell around the core,
+the entitlement allows, its decisions are folded back (as the log would bring them), then
+`ticks` more ticks run, each after a few new jobs arrived and `ends` admitted runs ended
+(so admission runs again and the queue drains, as under load). Prints the CPU seconds of
+the first tick and of the later ones (median and worst), how many runs were admitted and
+left pending, and how many pending reasons the later ticks published (a draining queue
+must not be explained again at every admission). This is a shell around the core,
 so it reads the clock and draws seeded random numbers.
 
     python -m peloton.resmgr.backlogbench                    # 20,000 jobs, most pending
@@ -53,8 +55,15 @@ def _offers(hosts: int, at: int) -> dict[str, Any]:
         for i in range(hosts)]}
 
 
+def _ended(runs: list[tuple[str, int, int]], at: int) -> list[tuple[str, Any]]:
+    return [("TaskStateChanged", {"job_id": job_id, "at": at, "changes": [
+        {"instance": instance, "run": run, "state": "SUCCEEDED", "previous_state": "RUNNING",
+         "reason": "", "host": None, "exit_code": 0, "failures": 0, "config_version": 1}]})
+        for job_id, instance, run in runs]
+
+
 def backlog_tick_bench(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
-                       ticks: int = 5, seed: int = 7) -> dict[str, Any]:
+                       ticks: int = 5, seed: int = 7, ends: int = 50) -> dict[str, Any]:
     rng = random.Random(seed)
     rm = ResourceManager(entitlement_cycle_ms=10_000)
     rm.fold("OfferReceived", _offers(hosts, 0))
@@ -63,23 +72,36 @@ def backlog_tick_bench(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1
             rm.fold(etype, body)
     now = jobs + 1_000
     seconds: list[float] = []
+    reasons: list[int] = []
+    running: list[tuple[str, int, int]] = []  # admitted runs, in order of admission
     admitted = 0
     for k in range(ticks + 1):
         started = time.process_time()
         events = rm.tick(now)
         seconds.append(time.process_time() - started)
+        said = 0
         for ev in events:
             if ev.type in ("TasksAdmitted", "AdmissionDeferred"):
                 rm.fold(ev.type, ev.body)
-                admitted += len(ev.body["tasks"]) if ev.type == "TasksAdmitted" else 0
+            if ev.type == "TasksAdmitted":
+                admitted += len(ev.body["tasks"])
+                running += [(t["job_id"], t["instance"], t["run"]) for t in ev.body["tasks"]]
+            elif ev.type == "AdmissionDeferred":
+                said += len(ev.body["tasks"])
+        reasons.append(said)
         now += 100
-        if k < ticks:  # new work before each later tick
-            for etype, body in _pending(f"new-{k}", 2, task_cpu, now):
+        if k < ticks:  # new work, and some runs end, before each later tick
+            for etype, body in (_pending(f"new-{k}", 2, task_cpu, now)
+                                + _ended(running[:ends], now)):
                 rm.fold(etype, body)
+            del running[:ends]
     later = seconds[1:]
     return {"jobs": jobs, "runs": sum(len(rm.ledger.live[j]) for j in rm.ledger.live),
-            "hosts": hosts, "task_cpu": task_cpu, "admitted": admitted,
+            "hosts": hosts, "task_cpu": task_cpu, "ended_per_tick": ends,
+            "admitted": admitted,
             "pending": len(rm.ledger.pending),
+            "reasons_first_tick": reasons[0],
+            "reasons_later_ticks": sum(reasons[1:]),
             "first_tick_s": round(seconds[0], 3),
             "later_tick_median_s": round(statistics.median(later), 3) if later else None,
             "later_tick_max_s": round(max(later), 3) if later else None}
@@ -92,8 +114,10 @@ def main() -> None:
     parser.add_argument("--task-cpu", type=float, default=1.0)
     parser.add_argument("--ticks", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--ends", type=int, default=50)
     a = parser.parse_args()
-    print(json.dumps(backlog_tick_bench(a.jobs, a.hosts, a.task_cpu, a.ticks, a.seed),
+    print(json.dumps(backlog_tick_bench(a.jobs, a.hosts, a.task_cpu, a.ticks, a.seed,
+                                        a.ends),
                      indent=1))
 
 

@@ -23,11 +23,16 @@ Contract of `admit(pools, queues, state)`:
   Other budgets keep flowing (e.g. revocable work past a blocked non-revocable gang). A
   gang that could never fit even in an empty pool (larger than the budget's ceiling,
   e.g. above the whole entitlement) does not reserve, so it cannot block a pool forever.
-- Every gang left pending gets one human-readable reason in `pending_reasons`.
+- Every gang left pending gets one human-readable reason in `pending_reasons`. Its
+  figures (`cpu 40/38`: the pool's allocation plus the gang, and the budget) and the
+  reserving gang it names change with every admission in the pool; what it says does
+  not (`reason_key`): the resource manager republishes a task's reason only when that
+  changes, so a deep queue is not re-explained at every admission (cycle.py).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,6 +52,7 @@ __all__ = [
     "admission_views",
     "gang_order",
     "format_shortfall",
+    "reason_key",
 ]
 
 _ZERO = Resources()
@@ -136,6 +142,22 @@ def format_shortfall(need: Resources, have: Resources) -> str:
     """ "cpu 40/38, memory 300/256" for every kind where need exceeds have. Memoized: a
     full pool tells thousands of queued gangs of a few sizes the same shortfall."""
     return ", ".join(f"{k} {_num(need.get(k))}/{_num(have.get(k))}" for k in need.exceeding(have))
+
+
+_FIGURES = re.compile(r"(?<=[a-z_]) -?[0-9][0-9.e+-]*/-?[0-9][0-9.e+-]*")
+_HELD = re.compile(r"^held back: gang .+ has waited too long and reserves the (\w+) budget$")
+
+
+def reason_key(reason: str | None) -> str | None:
+    """What a pending reason says, without what changes as the pool admits work: the
+    figures of each shortfall (`pool over entitlement: cpu 40/38` -> `pool over
+    entitlement: cpu`) and the gang that reserves a budget (`held back: nonslack`)."""
+    if reason is None:
+        return None
+    held = _HELD.match(reason)
+    if held is not None:
+        return f"held back: {held[1]}"
+    return _FIGURES.sub("", reason)
 
 
 def admit(

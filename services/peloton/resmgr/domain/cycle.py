@@ -72,6 +72,7 @@ from peloton.resmgr.domain.admission import (
     PoolAllocation,
     admission_views,
     admit,
+    reason_key,
 )
 from peloton.resmgr.domain.entitlement import PoolEntitlement, PoolUsage, compute_entitlements
 from peloton.resmgr.domain.ledger import (
@@ -620,7 +621,9 @@ class ResourceManager:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for gid in sorted(reasons):
             for entry in members.get(gid, []):
-                if self.reason(entry) != reasons[gid]:
+                # a reason is republished when what it says changes, not its figures
+                # (or the gang it names), which move with every admission in the pool
+                if reason_key(self.reason(entry)) != reason_key(reasons[gid]):
                     self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
