@@ -148,10 +148,12 @@ _FIGURES = re.compile(r"(?<=[a-z_]) -?[0-9][0-9.e+-]*/-?[0-9][0-9.e+-]*")
 _HELD = re.compile(r"^held back: gang .+ has waited too long and reserves the (\w+) budget$")
 
 
+@lru_cache(maxsize=4096)
 def reason_key(reason: str | None) -> str | None:
     """What a pending reason says, without what changes as the pool admits work: the
     figures of each shortfall (`pool over entitlement: cpu 40/38` -> `pool over
-    entitlement: cpu`) and the gang that reserves a budget (`held back: nonslack`)."""
+    entitlement: cpu`) and the gang that reserves a budget (`held back: nonslack`).
+    Memoized: a queue's thousands of reasons are a few texts."""
     if reason is None:
         return None
     held = _HELD.match(reason)

@@ -560,9 +560,13 @@ class ResourceManager:
         # the unused admissions still trusted are admitted: only the others are candidates
         # (not visiting every admitted run each tick keeps a burst linear)
         lapsed = [entry.key for entry in self._lapsed()]
+        mine = self.provisional.admitted
         for key in sorted(pending.keys() | lapsed if lapsed else pending.keys()):
             entry = pending.get(key) or unused[key]
-            if entry.config_version is not None and not self.admitted(entry):
+            if entry.config_version is None:
+                continue
+            # `admitted` without its lookups where they cannot say yes (a deep queue)
+            if (not mine and not entry.admitted) or not self.admitted(entry):
                 yield entry
 
     def _queues(
@@ -605,7 +609,8 @@ class ResourceManager:
                     revocable=first.revocable,
                     controller=(first.controller if single
                                 else any(e.controller for e in entries)),
-                    min_members=job.spec.gang_members(first.instance, first.run),
+                    min_members=(job.spec.gang_members(first.instance, first.run)
+                                 if job.spec.gang_size > 1 else 1),
                 )
             )
         self._wake_at = wake
@@ -619,11 +624,14 @@ class ResourceManager:
         pool_of_gang: dict[str, str],
     ) -> list[Event]:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        mine = self.provisional.reasons
         for gid in sorted(reasons):
+            # a reason is republished when what it says changes, not its figures (or the
+            # gang it names), which move with every admission in the pool
+            says = reason_key(reasons[gid])
             for entry in members.get(gid, []):
-                # a reason is republished when what it says changes, not its figures
-                # (or the gang it names), which move with every admission in the pool
-                if reason_key(self.reason(entry)) != reason_key(reasons[gid]):
+                said = self.reason(entry) if mine else entry.reason
+                if reason_key(said) != says:
                     self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
