@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import weakref
+from functools import cache
 from typing import Any
 
+from peloton.bus.catalog import topic
 from peloton.bus.metrics import HOSTS_SILENCE_HELD
+from peloton.bus.routing import partition_for
 from peloton.hostmgr.domain import maintenance, snapshot
 from peloton.hostmgr.domain.hosts import HostBook
 from peloton.hostmgr.domain.silence import SilenceGuard
@@ -21,6 +24,21 @@ log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[HostManagerCore] = weakref.WeakSet()
 HOSTS_SILENCE_HELD.set_function(
     lambda: sum(c._held[0] for c in list(_LIVE) if c._held is not None))
+
+
+def heartbeat_partition() -> Any:
+    """A host's zone for the mass-silence guard: the partition of host-registered its
+    heartbeats are written to (the catalog's count: the agents' producers partition by
+    the broker's, the same unless the topic was created with another); None with one
+    partition (one zone: the cluster)."""
+    count = topic("host-registered").partitions
+    if count < 2:
+        return None
+
+    @cache  # hosts are few and never renamed
+    def zone(name: str) -> int:
+        return partition_for(name.encode(), count)
+    return zone
 
 
 class HostManagerCore:
@@ -44,9 +62,10 @@ class HostManagerCore:
         # no tick for longer than a host may be silent: a stall of ours (HostBook._stall)
         self.book = HostBook(timeout_ms, int(retention_s * 1000), int(hold_s * 1000),
                              int(restart_grace_s * 1000), silence_guard,
-                             stall_after_ms=timeout_ms)
+                             stall_after_ms=timeout_ms, zone_of=heartbeat_partition())
         self.tick_interval: float | None = tick_interval
         self._held: tuple[int, int] | None = None
+        self._zones: tuple[int, ...] = ()
         _LIVE.add(self)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
@@ -66,17 +85,26 @@ class HostManagerCore:
                         "for silence in the next %.0fs (their heartbeats are read first)",
                         self.book.stalled_ms / 1000, self.book.heartbeat_timeout_ms / 1000,
                         self.book.heartbeat_timeout_ms / 1000)
-        held = self.book.silence_held
-        if (held is None) != (self._held is None):
-            self._say_held(held)
-        self._held = held
+        held, zones = self.book.silence_held, self.book.silence_zones
+        if (held is None) != (self._held is None) or zones != self._zones:
+            self._say_held(held, zones)
+        self._held, self._zones = held, zones
         return events
 
-    def _say_held(self, held: tuple[int, int] | None) -> None:
+    def _say_held(self, held: tuple[int, int] | None, zones: tuple[int, ...]) -> None:
         book = self.book
         if held is None:
             log.warning("hostmgr: mass silence over: hosts silent past %.0fs are lost again",
                         book.heartbeat_timeout_ms / 1000)
+            return
+        if zones:
+            log.warning("hostmgr: %d of the %d hosts whose heartbeats go to partition(s) %s "
+                        "of host-registered silent at once for over %.0fs: more likely "
+                        "that partition is read late (or its broker is slow) than so many "
+                        "hosts failed; they are declared lost only after %.0fs of silence "
+                        "until it ends", held[0], held[1], ", ".join(map(str, zones)),
+                        book.heartbeat_timeout_ms / 1000,
+                        book.heartbeat_timeout_ms * book.silence_guard.factor / 1000)
             return
         log.warning("hostmgr: %d of %d hosts silent at once for over %.0fs: more likely this "
                     "host manager (or the broker) is behind than so many hosts failed; "

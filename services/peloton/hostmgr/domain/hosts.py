@@ -77,7 +77,10 @@ Contract:
 - Many hosts silent at once (silence.py): when more than half of the available hosts
   (10 or more) are silent past the timeout, the likelier cause is the host manager reading
   late, not the hosts: only hosts silent for the guard's `factor` timeouts (6) are then
-  declared lost (the reason says so); `silence_held` tells the shell, which logs it.
+  declared lost (the reason says so); `silence_held` tells the shell, which logs it. The
+  same holds for each zone of hosts (`zone_of`; the service: the partition of
+  host-registered a host's heartbeats go to) when more than half of its hosts are silent:
+  a partition read late silences a quarter of a cluster at once (`silence_zones`).
 - Scale (10,000 hosts): an idle tick visits no host. Derived, never snapshotted:
   `_silence_check_at` (no scan can decide a loss or a change of mass silence before it:
   heartbeats only move it later, except during a mass silence, when a heartbeat may end
@@ -109,7 +112,7 @@ from peloton.hostmgr.domain.records import (
     RunKey,
     TaskKey,
 )
-from peloton.hostmgr.domain.silence import SilenceGuard
+from peloton.hostmgr.domain.silence import SilenceGuard, ZoneOf
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
@@ -156,8 +159,11 @@ class HostBook:
     def __init__(self, heartbeat_timeout_ms: int = 5000, retention_ms: int = 600_000,
                  hold_ms: int = 10_000, restart_grace_ms: int = 10_000,
                  silence_guard: SilenceGuard | None = None,
-                 stall_after_ms: int | None = None) -> None:
+                 stall_after_ms: int | None = None, zone_of: ZoneOf = None) -> None:
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        #: the zone of a host for the mass-silence guard (silence.py; the service: the
+        #: partition of host-registered its heartbeats go to), None: the cluster only
+        self.zone_of = zone_of
         #: a gap between two ticks longer than this is a stall of this host manager
         #: (`_stall`; None: never, for a caller that ticks sparsely on purpose, as tests do)
         self.stall_after_ms = stall_after_ms
@@ -183,6 +189,8 @@ class HostBook:
         #: (silent, available) when the last scan found a mass silence (silence.py), else
         #: None; while it holds, a heartbeat read makes the next tick scan again
         self.silence_held: tuple[int, int] | None = None
+        #: the zones that hold when the mass silence is of some zones only (silence.py)
+        self.silence_zones: tuple[int, ...] = ()
         self.presence_dirty: set[str] = set(self.hosts)
         #: when the last tick ran (None: none since the start or a restore) and, if the
         #: tick before it was longer ago than `stall_after_ms` (a stall), how long ago
@@ -557,20 +565,19 @@ class HostBook:
         timeout = self.heartbeat_timeout_ms
         available = [self.hosts[name] for name in self.sorted_names()
                      if self.hosts[name].available]
-        silent = sum(now_ms - host.last_seen_ms > timeout for host in available)
-        limit = self.silence_guard.limit_ms(timeout, silent, len(available))
-        self.silence_held = (silent, len(available)) if limit != timeout else None
+        zone_of = self.zone_of
+        zones = [None if zone_of is None else zone_of(h.name) for h in available]
+        verdict = self.silence_guard.verdict(
+            timeout, [(z, now_ms - h.last_seen_ms) for z, h in zip(zones, available, strict=True)])
+        self.silence_held, self.silence_zones = verdict.held, tuple(verdict.zones)
         check_at: int | None = None
         lost = False
-        for host in available:
+        for zone, host in zip(zones, available, strict=True):
             quiet = now_ms - host.last_seen_ms
+            limit = verdict.limit_of(zone)
             if quiet > limit:
                 lost = True
-                reason = f"no heartbeat for {quiet / 1000:.1f}s"
-                if self.silence_held is not None:
-                    reason += (f" ({silent} of {len(available)} hosts silent at once: "
-                               f"declared after {limit / 1000:.0f}s, not {timeout / 1000:.0f}s, "
-                               f"in case the host manager was the one behind)")
+                reason = f"no heartbeat for {quiet / 1000:.1f}s" + verdict.why(zone)
                 events.append(Event("HostLost", host.name, {
                     "host": host.name, "incarnation": host.incarnation, "at": now_ms,
                     "reason": reason, "runs": sorted(run_id(*k) for k in host.runs)}))
