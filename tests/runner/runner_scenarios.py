@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from peloton.bus.service import ServiceCore
-from peloton.runner import SERVICES, MemoryRunner, batch_job
+from peloton.runner import SERVICES, MemoryRunner, batch_job, cluster
 
 
 def log_digest(runner: MemoryRunner) -> str:
@@ -30,6 +30,19 @@ def small_jobs(rng: random.Random, prefix: str, n: int, max_tasks: int = 8,
     """`n` jobs of 1..max_tasks tasks of 0.1 cpu."""
     return [batch_job(f"{prefix}-{i}", rng.randint(1, max_tasks), cpu=0.1,
                       duration_s=rng.choice(durations)) for i in range(n)]
+
+
+def busy_cluster(seed: int, hosts: int, prefix: str, jobs: int, duration_s: float,
+                 running: int, **options: Any) -> MemoryRunner:
+    """A cluster of `hosts` 4-cpu hosts running small jobs of `duration_s`: `jobs` jobs
+    submitted after 3 s, returned once `running` of their tasks are RUNNING."""
+    runner = cluster(seed=seed, hosts=hosts, cpu=4.0, **options)
+    runner.run_for(3_000)
+    runner.submit(small_jobs(random.Random(seed), prefix, jobs, durations=(duration_s,)))
+    assert runner.run_until(lambda: sum(t.state == "RUNNING"
+                                        for t in runner.watch.tasks.values()) >= running,
+                            max_ms=20_000)
+    return runner
 
 
 def with_retention(retention_ms: int) -> dict[str, Callable[[], ServiceCore]]:

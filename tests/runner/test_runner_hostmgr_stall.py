@@ -7,20 +7,11 @@ them (without it all 3 are lost, and their runs with them)."""
 
 from __future__ import annotations
 
-import random
-
-from runner_scenarios import small_jobs
-
-from peloton.runner import cluster
+from runner_scenarios import busy_cluster
 
 
 def test_a_stalled_host_manager_loses_no_host_of_a_small_cluster() -> None:
-    runner = cluster(seed=4, hosts=3, cpu=4.0)
-    runner.run_for(3_000)
-    runner.submit(small_jobs(random.Random(4), "stall", 10, durations=(20.0,)))
-    assert runner.run_until(lambda: sum(t.state == "RUNNING"
-                                        for t in runner.watch.tasks.values()) >= 10,
-                            max_ms=20_000)
+    runner = busy_cluster(4, 3, "stall", 10, 20.0, 10)
     node, book = runner.nodes["hostmgr"], runner.core("hostmgr").book
     budget, node.budget = node.budget, 0
     assert node.next_tick_ms is not None

@@ -6,28 +6,22 @@ all, and every run with them: the scenario is the failure the guard prevents."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from runner_scenarios import small_jobs
+from runner_scenarios import busy_cluster
 
 from peloton.bus.catalog import topic
 from peloton.bus.routing import partition_for
 from peloton.hostmgr.domain.silence import SilenceGuard
 from peloton.hostmgr.service import HostManagerCore
-from peloton.runner import SERVICES, cluster
+from peloton.runner import SERVICES
 
 
 @pytest.mark.parametrize("guard", [True, False])
 def test_a_host_manager_that_stops_reading_for_a_while_loses_no_host(guard: bool) -> None:
     hostmgr = (HostManagerCore if guard
                else lambda: HostManagerCore(silence_guard=SilenceGuard(fraction=1.0)))
-    runner = cluster(seed=3, hosts=12, cpu=4.0, services={**SERVICES, "hostmgr": hostmgr})
-    runner.run_for(3_000)
-    runner.submit(small_jobs(random.Random(3), "lag", 30, durations=(20.0,)))
-    assert runner.run_until(lambda: sum(t.state == "RUNNING"
-                                        for t in runner.watch.tasks.values()) >= 20,
-                            max_ms=20_000)
+    runner = busy_cluster(3, 12, "lag", 30, 20.0, 20,
+                          services={**SERVICES, "hostmgr": hostmgr})
     node = runner.nodes["hostmgr"]
     budget, node.budget = node.budget, 0  # reads nothing for 8 s; ticks go on
     runner.run_for(8_000)
@@ -51,12 +45,7 @@ def test_a_heartbeat_partition_read_late_loses_none_of_its_hosts() -> None:
     consumer stuck there, or the broker that leads it slow) while it reads the others
     and ticks: a quarter of the hosts looks silent at once, too few for the cluster-wide
     guard, so only the partition's own guard keeps them (silence.py zones)."""
-    runner = cluster(seed=5, hosts=48, cpu=4.0)
-    runner.run_for(3_000)
-    runner.submit(small_jobs(random.Random(5), "part", 60, durations=(15.0,)))
-    assert runner.run_until(lambda: sum(t.state == "RUNNING"
-                                        for t in runner.watch.tasks.values()) >= 40,
-                            max_ms=20_000)
+    runner = busy_cluster(5, 48, "part", 60, 15.0, 40)
     count = topic("host-registered").partitions
     by: dict[int, list[str]] = {}
     for i in range(1, 49):
