@@ -114,3 +114,34 @@ def test_the_service_zones_hosts_by_their_heartbeat_partition(
     assert f"partition(s) {quiet_zone} of host-registered silent at once" in caplog.text
 
 
+
+
+ZONED = [f"h{i:02d}" for i in range(24)]  # two zones of 12
+
+
+def halves(name: str) -> int:
+    return int(name[1:]) % 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4000), st.sets(st.sampled_from([0, 1])),
+                          st.sets(st.sampled_from(ZONED), max_size=8), st.booleans()),
+                min_size=1, max_size=25))
+def test_skipped_scans_decide_as_a_full_scan_every_tick_with_zones(steps: list) -> None:
+    """The silence scans a tick skips (until the earliest time one could decide anything)
+    lose the same hosts at the same times, with the same reasons, as a full scan at every
+    tick, whether the cluster, a zone or nothing holds (each step's heartbeats: the hosts
+    of some zones, and a few others)."""
+    fast, full = book_with(*ZONED, zone_of=halves), book_with(*ZONED, zone_of=halves)
+    now = 0
+    for gap, zones, few, ticks in steps:
+        now += gap
+        beating = sorted({h for h in ZONED if halves(h) in zones} | few)
+        for book in (fast, full):
+            beat(book, beating, now)
+        if ticks:
+            full.derived_reset()
+            got = [(e.body["host"], e.body["reason"]) for e in of(tick(fast, now), "HostLost")]
+            want = [(e.body["host"], e.body["reason"]) for e in of(tick(full, now), "HostLost")]
+            assert got == want, now
+            assert fast.silence_zones == full.silence_zones
