@@ -12,7 +12,7 @@ from peloton.bus.metrics import HOSTS_SILENCE_HELD
 from peloton.bus.routing import partition_for
 from peloton.hostmgr.domain import maintenance, snapshot
 from peloton.hostmgr.domain.hosts import HostBook
-from peloton.hostmgr.domain.silence import SilenceGuard
+from peloton.hostmgr.domain.silence import SilenceGuard, ZoneOf
 from peloton.model.event import Event
 
 __all__ = ["HostManagerCore"]
@@ -26,7 +26,7 @@ HOSTS_SILENCE_HELD.set_function(
     lambda: sum(c._held[0] for c in list(_LIVE) if c._held is not None))
 
 
-def heartbeat_partition() -> Any:
+def heartbeat_partition() -> ZoneOf:
     """A host's zone for the mass-silence guard: the partition of host-registered its
     heartbeats are written to (the catalog's count: the agents' producers partition by
     the broker's, the same unless the topic was created with another); None with one

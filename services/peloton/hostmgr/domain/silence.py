@@ -96,15 +96,17 @@ class SilenceGuard:
         """`quiet`: (zone or None, ms since its last heartbeat was read) of every available
         host. The cluster-wide rule first; else each zone's (module doc)."""
         silent = sum(q > timeout_ms for _, q in quiet)
-        if self.holds(silent, len(quiet)):
-            return Verdict(timeout_ms, timeout_ms * self.factor, (silent, len(quiet)))
+        limit = self.limit_ms(timeout_ms, silent, len(quiet))
+        if limit != timeout_ms:
+            return Verdict(timeout_ms, limit, (silent, len(quiet)))
         counts: dict[int, list[int]] = {}
         for zone, q in quiet:
             if zone is not None:
                 cell = counts.setdefault(zone, [0, 0])
                 cell[0] += q > timeout_ms
                 cell[1] += 1
-        zones = {z: (c[0], c[1]) for z, c in sorted(counts.items()) if self.holds(c[0], c[1])}
+        zones = {z: (c[0], c[1]) for z, c in sorted(counts.items())
+                 if self.limit_ms(timeout_ms, c[0], c[1]) != timeout_ms}
         if not zones:
             return Verdict(timeout_ms, timeout_ms)
         held = (sum(s for s, _ in zones.values()), sum(a for _, a in zones.values()))

@@ -206,6 +206,8 @@ class ResourceManager:
         `unused_admission_ms`, see ledger.py), or by a provisional decision."""
         if entry.admitted:
             return self._now - max(entry.admissions) < self.unused_admission_ms
+        if not self.provisional.admitted:  # no key to build: a deep queue asks this a lot
+            return False
         mine = self.provisional.admitted.get(_key(entry))
         return (mine is not None and entry.state == TaskState.PENDING
                 and mine[1] == entry.requeues)
@@ -227,6 +229,8 @@ class ResourceManager:
         return self.provisional.preempted.get(_key(entry))
 
     def reason(self, entry: TaskEntry) -> str | None:
+        if not self.provisional.reasons:
+            return entry.reason
         mine = self.provisional.reasons.get(_key(entry))
         return mine[0] if mine is not None else entry.reason
 
@@ -560,13 +564,9 @@ class ResourceManager:
         # the unused admissions still trusted are admitted: only the others are candidates
         # (not visiting every admitted run each tick keeps a burst linear)
         lapsed = [entry.key for entry in self._lapsed()]
-        mine = self.provisional.admitted
         for key in sorted(pending.keys() | lapsed if lapsed else pending.keys()):
             entry = pending.get(key) or unused[key]
-            if entry.config_version is None:
-                continue
-            # `admitted` without its lookups where they cannot say yes (a deep queue)
-            if (not mine and not entry.admitted) or not self.admitted(entry):
+            if entry.config_version is not None and not self.admitted(entry):
                 yield entry
 
     def _queues(
@@ -609,8 +609,7 @@ class ResourceManager:
                     revocable=first.revocable,
                     controller=(first.controller if single
                                 else any(e.controller for e in entries)),
-                    min_members=(job.spec.gang_members(first.instance, first.run)
-                                 if job.spec.gang_size > 1 else 1),
+                    min_members=job.spec.gang_members(first.instance, first.run),
                 )
             )
         self._wake_at = wake
@@ -624,14 +623,12 @@ class ResourceManager:
         pool_of_gang: dict[str, str],
     ) -> list[Event]:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        mine = self.provisional.reasons
         for gid in sorted(reasons):
             # a reason is republished when what it says changes, not its figures (or the
             # gang it names), which move with every admission in the pool
             says = reason_key(reasons[gid])
             for entry in members.get(gid, []):
-                said = self.reason(entry) if mine else entry.reason
-                if reason_key(said) != says:
+                if reason_key(self.reason(entry)) != says:
                     self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
