@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import Any
 
 from event_bodies import heartbeat, host_registered, job_created, placement_made
@@ -94,3 +95,21 @@ def beat(book: HostBook, hosts: list[str], at: int) -> None:
 def lost(events: list[Event]) -> list[str]:
     """The hosts the events declare lost."""
     return [e.body["host"] for e in of(events, "HostLost")]
+
+
+def assert_scans_agree(fast: HostBook, full: HostBook,
+                       steps: Iterable[tuple[int, list[str], bool]]) -> None:
+    """Per step (gap, hosts heard, tick or not): the same heartbeats to both books; at a
+    tick, `full` drops its derived caches first (a full silence scan), and both lose the
+    same hosts with the same reasons and hold the same zones."""
+    now = 0
+    for gap, beating, ticks in steps:
+        now += gap
+        for book in (fast, full):
+            beat(book, beating, now)
+        if ticks:
+            full.derived_reset()
+            got = [(e.body["host"], e.body["reason"]) for e in of(tick(fast, now), "HostLost")]
+            want = [(e.body["host"], e.body["reason"]) for e in of(tick(full, now), "HostLost")]
+            assert got == want, now
+            assert fast.silence_zones == full.silence_zones

@@ -8,7 +8,17 @@ import logging
 import hypothesis.strategies as st
 import pytest
 from event_bodies import heartbeat, host_registered, placement
-from hostmgr_helpers import TIMEOUT, beat, book_with, launched, lost, of, place, tick
+from hostmgr_helpers import (
+    TIMEOUT,
+    assert_scans_agree,
+    beat,
+    book_with,
+    launched,
+    lost,
+    of,
+    place,
+    tick,
+)
 from hypothesis import given, settings
 from prometheus_client import REGISTRY
 
@@ -89,17 +99,8 @@ def test_skipped_scans_decide_as_a_full_scan_every_tick(steps: list) -> None:
     """The book skips silence scans until the earliest time one could decide anything;
     the same ticks with a full scan each time (derived caches dropped) lose the same hosts
     at the same times, whether or not a mass silence holds."""
-    fast, full = book_with(*HOSTS), book_with(*HOSTS)
-    now = 0
-    for gap, beating, ticks in steps:
-        now += gap
-        for book in (fast, full):
-            beat(book, sorted(beating), now)
-        if ticks:
-            full.derived_reset()
-            got = [(e.body["host"], e.body["reason"]) for e in of(tick(fast, now), "HostLost")]
-            want = [(e.body["host"], e.body["reason"]) for e in of(tick(full, now), "HostLost")]
-            assert got == want, now
+    assert_scans_agree(book_with(*HOSTS), book_with(*HOSTS),
+                       [(gap, sorted(beating), ticks) for gap, beating, ticks in steps])
 
 
 def test_the_service_logs_when_a_mass_silence_starts_and_ends(

@@ -9,7 +9,17 @@ import logging
 import hypothesis.strategies as st
 import pytest
 from event_bodies import host_registered, placement
-from hostmgr_helpers import TIMEOUT, beat, book_with, launched, lost, of, place, tick
+from hostmgr_helpers import (
+    TIMEOUT,
+    assert_scans_agree,
+    beat,
+    book_with,
+    launched,
+    lost,
+    of,
+    place,
+    tick,
+)
 from hypothesis import given, settings
 
 from peloton.bus.catalog import topic
@@ -132,16 +142,7 @@ def test_skipped_scans_decide_as_a_full_scan_every_tick_with_zones(steps: list) 
     lose the same hosts at the same times, with the same reasons, as a full scan at every
     tick, whether the cluster, a zone or nothing holds (each step's heartbeats: the hosts
     of some zones, and a few others)."""
-    fast, full = book_with(*ZONED, zone_of=halves), book_with(*ZONED, zone_of=halves)
-    now = 0
-    for gap, zones, few, ticks in steps:
-        now += gap
-        beating = sorted({h for h in ZONED if halves(h) in zones} | few)
-        for book in (fast, full):
-            beat(book, beating, now)
-        if ticks:
-            full.derived_reset()
-            got = [(e.body["host"], e.body["reason"]) for e in of(tick(fast, now), "HostLost")]
-            want = [(e.body["host"], e.body["reason"]) for e in of(tick(full, now), "HostLost")]
-            assert got == want, now
-            assert fast.silence_zones == full.silence_zones
+    assert_scans_agree(
+        book_with(*ZONED, zone_of=halves), book_with(*ZONED, zone_of=halves),
+        [(gap, sorted({h for h in ZONED if halves(h) in zones} | few), ticks)
+         for gap, zones, few, ticks in steps])
