@@ -35,13 +35,19 @@ from peloton.runner.cluster import batch_job
 __all__ = ["backlog_tick_bench"]
 
 
+def _change(instance: int, run: int, state: str, previous: str,
+            exit_code: int | None = None) -> dict[str, Any]:
+    """One TaskStateChanged change of the job manager's."""
+    return {"instance": instance, "run": run, "state": state, "previous_state": previous,
+            "reason": "", "host": None, "exit_code": exit_code, "failures": 0,
+            "config_version": 1}
+
+
 def _pending(job_id: str, instances: int, cpu: float, at: int) -> list[tuple[str, Any]]:
     created, problems = validate_submission(
         batch_job(job_id, instances, cpu=cpu, submitted_at=at), None, None, at)
     assert created is not None, problems
-    changes = [{"instance": i, "run": 1, "state": "PENDING", "previous_state": "INITIALIZED",
-                "reason": "", "host": None, "exit_code": None, "failures": 0,
-                "config_version": 1} for i in range(instances)]
+    changes = [_change(i, 1, "PENDING", "INITIALIZED") for i in range(instances)]
     return [("JobCreated", created),
             ("TaskStateChanged", {"job_id": job_id, "at": at, "changes": changes})]
 
@@ -59,8 +65,7 @@ def _offers(hosts: int, at: int) -> dict[str, Any]:
 
 def _ended(runs: list[tuple[str, int, int]], at: int) -> list[tuple[str, Any]]:
     return [("TaskStateChanged", {"job_id": job_id, "at": at, "changes": [
-        {"instance": instance, "run": run, "state": "SUCCEEDED", "previous_state": "RUNNING",
-         "reason": "", "host": None, "exit_code": 0, "failures": 0, "config_version": 1}]})
+        _change(instance, run, "SUCCEEDED", "RUNNING", exit_code=0)]})
         for job_id, instance, run in runs]
 
 
