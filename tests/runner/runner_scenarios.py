@@ -45,6 +45,19 @@ def busy_cluster(seed: int, hosts: int, prefix: str, jobs: int, duration_s: floa
     return runner
 
 
+def lost_hosts(runner: MemoryRunner) -> set[str]:
+    """The hosts the host manager has declared lost so far."""
+    return {b["host"] for _, e, b in runner.records("offer-received") if e == "HostLost"}
+
+
+def assert_all_succeed_once(runner: MemoryRunner) -> None:
+    """Every job ends, every task SUCCEEDED, and no task ran twice at once."""
+    assert runner.run_until(runner.watch.all_terminal, max_ms=120_000)
+    states = runner.watch.states()
+    assert set(states) == {"SUCCEEDED"}, states
+    assert {k: r for k, r in runner.watch.alive.items() if len(r) > 1} == {}
+
+
 def with_retention(retention_ms: int) -> dict[str, Callable[[], ServiceCore]]:
     """The usual services, each with a retention window of `retention_ms`: through its
     adapter's `retention_ms` or `retention_s` parameter, else (the resource manager's

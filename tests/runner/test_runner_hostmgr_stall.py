@@ -7,7 +7,7 @@ them (without it all 3 are lost, and their runs with them)."""
 
 from __future__ import annotations
 
-from runner_scenarios import busy_cluster
+from runner_scenarios import assert_all_succeed_once, busy_cluster, lost_hosts
 
 
 def test_a_stalled_host_manager_loses_no_host_of_a_small_cluster() -> None:
@@ -26,8 +26,5 @@ def test_a_stalled_host_manager_loses_no_host_of_a_small_cluster() -> None:
     assert book.grace_until == book.last_tick_ms + book.heartbeat_timeout_ms  # the stall
     node.budget = budget
     runner.run_for(6_000)
-    lost = {b["host"] for _, e, b in runner.records("offer-received") if e == "HostLost"}
-    assert lost == set()
-    assert runner.run_until(runner.watch.all_terminal, max_ms=120_000)
-    assert set(runner.watch.states()) == {"SUCCEEDED"}
-    assert {k: r for k, r in runner.watch.alive.items() if len(r) > 1} == {}
+    assert lost_hosts(runner) == set()
+    assert_all_succeed_once(runner)

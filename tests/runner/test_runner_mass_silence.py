@@ -7,7 +7,7 @@ all, and every run with them: the scenario is the failure the guard prevents."""
 from __future__ import annotations
 
 import pytest
-from runner_scenarios import busy_cluster
+from runner_scenarios import assert_all_succeed_once, busy_cluster, lost_hosts
 
 from peloton.bus.catalog import topic
 from peloton.bus.routing import partition_for
@@ -29,15 +29,12 @@ def test_a_host_manager_that_stops_reading_for_a_while_loses_no_host(guard: bool
         assert runner.core("hostmgr").book.silence_held == (12, 12)
     node.budget = budget
     runner.run_for(5_000)
-    lost = {b["host"] for _, e, b in runner.records("offer-received") if e == "HostLost"}
+    lost = lost_hosts(runner)
     if not guard:
         assert len(lost) == 12
         return
     assert lost == set()
-    assert runner.run_until(runner.watch.all_terminal, max_ms=120_000)
-    states = runner.watch.states()
-    assert set(states) == {"SUCCEEDED"}, states
-    assert {k: r for k, r in runner.watch.alive.items() if len(r) > 1} == {}
+    assert_all_succeed_once(runner)
 
 
 def test_a_heartbeat_partition_read_late_loses_none_of_its_hosts() -> None:
@@ -58,10 +55,6 @@ def test_a_heartbeat_partition_read_late_loses_none_of_its_hosts() -> None:
     assert runner.core("hostmgr").book.silence_zones == (stuck,)
     node.inputs.append(("host-registered", stuck))
     runner.run_for(5_000)
-    lost = {b["host"] for _, e, b in runner.records("offer-received") if e == "HostLost"}
-    assert lost == set()
+    assert lost_hosts(runner) == set()
     assert runner.core("hostmgr").book.silence_zones == ()
-    assert runner.run_until(runner.watch.all_terminal, max_ms=120_000)
-    states = runner.watch.states()
-    assert set(states) == {"SUCCEEDED"}, states
-    assert {k: r for k, r in runner.watch.alive.items() if len(r) > 1} == {}
+    assert_all_succeed_once(runner)
