@@ -4,6 +4,10 @@ later ticks still admit nothing beyond it (figures only, no timing asserted)."""
 
 from __future__ import annotations
 
+import typer
+from typer.testing import CliRunner
+
+from peloton.cli import bench_cmd
 from peloton.resmgr.backlogbench import backlog_tick_bench
 
 
@@ -32,3 +36,15 @@ def test_a_draining_backlog_admits_what_ends_and_is_explained_once() -> None:
 def test_a_backlog_within_capacity_is_admitted_whole() -> None:
     r = backlog_tick_bench(jobs=100, hosts=4, task_cpu=0.1, ticks=1, seed=3, ends=0)
     assert r["pending"] == 0 and r["admitted"] == r["runs"]
+
+
+def test_a_negative_number_of_ends_is_refused_by_name() -> None:
+    root = typer.Typer()
+
+    @root.callback()
+    def main() -> None:
+        """peloton"""
+
+    bench_cmd.register(root)
+    result = CliRunner().invoke(root, ["bench", "backlog", "--ends", "-1"])
+    assert result.exit_code == 2 and "--ends" in result.output

@@ -261,7 +261,9 @@ def register(app: typer.Typer) -> typer.Typer:
 
     @bench.command("backlog")
     def backlog_cmd(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
-                    ticks: int = 5, seed: int = 7, ends: int = 50,
+                    ticks: int = 5, seed: int = 7,
+                    ends: Annotated[int, typer.Option(
+                        min=0, help="admitted runs that end before each later tick")] = 50,
                     output: Output = "table") -> None:
         """CPU seconds of the resource manager's tick with `jobs` jobs (1-8 tasks) queued
         at once on `hosts` hosts of 64 cpus, `ends` admitted runs ending before each later

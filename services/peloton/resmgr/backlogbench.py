@@ -138,6 +138,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ends", type=int, default=50)
     a = parser.parse_args()
+    if a.ends < 0:
+        parser.error("--ends must be 0 or more")
     print(json.dumps(backlog_tick_bench(a.jobs, a.hosts, a.task_cpu, a.ticks, a.seed,
                                         a.ends),
                      indent=1))
