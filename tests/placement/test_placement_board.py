@@ -163,6 +163,23 @@ def test_no_round_when_nothing_changed() -> None:
     assert board.next_round(4) == [] and board.round == 2
 
 
+def test_a_round_is_wanted_when_runs_join_the_queue_not_when_hosts_change() -> None:
+    board = board_with(offer("h1", cpu=1), offer("h2", cpu=1))
+    assert not board.tick_wanted()
+    admit(board, "j1", 0, 1)
+    assert board.tick_wanted()  # runs to place: the shell ticks soon
+    first = placed(board.next_round(1))
+    assert not board.tick_wanted()
+    admit(board, "j1", 1)  # a duplicate admission: nothing new to place
+    board.fold("OfferReceived", offer_received(offer("h3", cpu=4)))
+    assert not board.tick_wanted()  # more room: the timer's next round uses it
+    _, _, host = first[0]
+    board.fold("PlacementRejected", placement_rejected("j1", first[0][1], host, reason="x"))
+    assert board.tick_wanted()  # a rejected run waits in the queue again
+    assert len(placed(board.next_round(2))) == 1
+    assert not board.tick_wanted()
+
+
 def test_a_placement_failure_is_reported_once_per_reason() -> None:
     board = board_with(offer("h1", cpu=1), cpu=2)
     admit(board, "j1", 0)

@@ -105,6 +105,24 @@ def test_released_capacity_admits_waiting_tasks_in_order() -> None:
     assert admitted(rm.tick(600)) == [("j1", 3), ("j1", 4)]
 
 
+def test_a_tick_is_wanted_when_runs_begin_to_wait_not_when_runs_end() -> None:
+    rm = cluster(2)
+    assert not rm.tick_wanted()
+    submit(rm, "j1", 3)
+    assert rm.tick_wanted()  # new runs to admit: the shell ticks soon
+    rm.tick(0)
+    assert not rm.tick_wanted()
+    finish(rm, "j1", 1)  # room freed: the timer's next tick admits into it
+    assert not rm.tick_wanted()
+    rm.fold("TaskStateChanged", task_state_changed("j1", (0, "FAILED"), previous="RUNNING"))
+    assert not rm.tick_wanted()
+    rm.fold("TaskStateChanged", task_state_changed("j1", (0, "PENDING"), run=2,
+                                                   previous="INITIALIZED"))
+    assert rm.tick_wanted()  # a retry waits again
+    assert admitted(rm.tick(300)) == [("j1", 0), ("j1", 2)]
+    assert not rm.tick_wanted()
+
+
 def test_higher_priority_jobs_are_admitted_first() -> None:
     rm = cluster(2)
     submit(rm, "low", 2, priority=0)

@@ -21,6 +21,13 @@ core whose periodic decisions grow costly (the resource manager with tens of tho
 queued jobs) still folds its inputs at least half of the time, instead of deciding on an
 ever staler state while its backlog grows.
 
+Ticks come sooner when work arrives: a core that says so (`tick_wanted()`: the resource
+manager when runs began to wait for admission, placement when runs joined its queue, the
+host manager when placements wait for their launch) is ticked right after the batch that
+brought it, instead of at its next timer tick (up to `tick_interval` later, on every stage
+of a task's way to its host), but never sooner than `EAGER_TICK_GAP_S` after the last
+tick began, nor so often that ticks take more than `EAGER_TICK_SHARE` of the time.
+
 Snapshots: `snapshots=False` turns them off (never read nor written: every start is a full
 replay). Otherwise the leader writes one every `snapshot_interval_s` seconds and after
 `snapshot_every` records (0 turns that trigger off), if anything was folded since the last,
@@ -76,6 +83,11 @@ _Inbound = tuple[list[Record], Mapping[str, Collection[str]], "asyncio.Future[in
 
 
 SLOW_TICK_S = 0.05
+#: a tick the core asked for (`tick_wanted`) waits at least this long after the last began
+EAGER_TICK_GAP_S = 0.01
+#: ... and at least as long as the last took divided by this (ticks asked for take at
+#: most this share of the time, beside the timer's)
+EAGER_TICK_SHARE = 0.25
 #: at most this share of a service's time goes to writing snapshots (module doc)
 SNAPSHOT_SHARE = 0.02
 
@@ -131,6 +143,8 @@ class CoreDriver:
         self._snapshotting = False
         self._fork = True  # off once a child crashed (`peloton.bus.snapshotfork`)
         self._tick_free_at = 0.0  # monotonic time before which a tick yields (see doc)
+        self._tick_began = self._tick_took = 0.0  # the last tick's start, duration (monotonic)
+        self._eager: asyncio.Handle | asyncio.Task[None] | None = None  # a tick asked for
         # replay topics the core does not consume live: only its own output lands there,
         # so their position is what this shell delivered (see `_advance_own`)
         self._own = set(core.replay) - set(core.inputs)
@@ -264,6 +278,9 @@ class CoreDriver:
             await self._refresh()
 
     async def stop(self) -> None:
+        if self._eager is not None:
+            self._eager.cancel()
+            self._eager = None
         await self.publisher.stop()
 
     # ---- the live phase -----------------------------------------------------------------
@@ -305,7 +322,28 @@ class CoreDriver:
         if (self.snapshot_every and self.folded_since_snapshot >= self.snapshot_every
                 and self.snapshot_affordable()):
             await self.snapshot()
+        self._tick_soon()
         return handled
+
+    def _tick_soon(self) -> None:
+        """Tick soon if the core asks for it (module doc), unless a tick is on its way."""
+        wanted = getattr(self.core, "tick_wanted", None)
+        if wanted is None or self._eager is not None or not self._led or not wanted():
+            return
+        due = self._tick_began + max(EAGER_TICK_GAP_S, self._tick_took / EAGER_TICK_SHARE)
+        loop = asyncio.get_running_loop()
+        self._eager = loop.call_at(loop.time() + max(0.0, due - time.monotonic()),
+                                   self._eager_tick)
+
+    def _eager_tick(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.tick())
+        self._eager = task  # keeps the task referenced, and no second one is asked for
+        task.add_done_callback(self._eager_done)
+
+    def _eager_done(self, task: asyncio.Task[None]) -> None:
+        self._eager = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: a tick asked for failed: %r", self.name, task.exception())
 
     async def _decide_all(self, taken: list[_Inbound]) -> None:
         """Decide the batches in `taken` as one (caller holds the lock); each batch's
@@ -461,7 +499,7 @@ class CoreDriver:
             await self._refresh()
             if not self.leading():
                 return
-            started = time.monotonic()
+            started = self._tick_began = time.monotonic()
             try:
                 out = self.core.tick(self.clock())
             except Exception:  # same rule as a handler; nothing to dead-letter
@@ -469,7 +507,7 @@ class CoreDriver:
                 await self._recover("tick raised")
             else:
                 await self._settle(out)
-            took = time.monotonic() - started
+            took = self._tick_took = time.monotonic() - started
             if took > SLOW_TICK_S:
                 self._tick_free_at = time.monotonic() + took
             await self._refresh()

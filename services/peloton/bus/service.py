@@ -46,10 +46,11 @@ Contract: decide, publish, then commit (the same for every service).
    nothing to rebuild from (an agent) or does not lead (a standby undoes each decision
    rather than rebuilding per batch).
 5. Every `core.tick_interval` seconds, `core.tick` makes the periodic decisions (leader
-   only), by the same rule. Every `snapshot_interval_s` (or after `snapshot_every`
-   records; 0 turns either trigger off), the leader writes a snapshot, after the producer
-   flushed. `snapshots=False` turns snapshots off: none is read or written, every start
-   is a full replay.
+   only), by the same rule; sooner, right after a batch, when the core says work arrived
+   (`core.tick_wanted()`, optional; paced by the driver). Every `snapshot_interval_s`
+   (or after `snapshot_every` records; 0 turns either trigger off), the leader writes a
+   snapshot, after the producer flushed. `snapshots=False` turns snapshots off: none is
+   read or written, every start is a full replay.
 A service with a `leader_key` elects a leader through etcd: every instance folds every
 record (a hot standby), only the leader ticks, publishes and snapshots, and it checks that
 it still holds the lease right before publishing. The election runs on its own thread

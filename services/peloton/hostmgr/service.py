@@ -77,6 +77,9 @@ class HostManagerCore:
         self.book.fold(etype, body, received_ms=now)
         return []
 
+    def tick_wanted(self) -> bool:
+        return self.book.tick_wanted()
+
     def tick(self, now: int) -> list[Event]:
         events = self.book.tick(now)
         if self.book.stalled_ms is not None:

@@ -42,6 +42,9 @@ class PlacementCore:
         self.board.fold(etype, body)
         return []
 
+    def tick_wanted(self) -> bool:
+        return self.board.tick_wanted()
+
     def tick(self, now: int) -> list[Event]:
         round_, started = self.board.round, time.perf_counter()
         events = self.board.next_round(now)

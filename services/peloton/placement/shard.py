@@ -45,6 +45,9 @@ class PlacementShardCore(PlacementCore):
         self.partitions = topic("tasks-admitted").partitions
         self.board.share = self._mine
 
+    def tick_wanted(self) -> bool:
+        return False  # an engine places in its own time slots only (see `tick`)
+
     def tick(self, now: int) -> list[Event]:
         if (now // SLOT_MS) % self.partitions != self.partition:
             return []  # another engine's turn

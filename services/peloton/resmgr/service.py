@@ -68,6 +68,9 @@ class ResourceManagerCore:
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
         return self.manager.handle(etype, body, now)
 
+    def tick_wanted(self) -> bool:
+        return self.manager.tick_wanted()
+
     def tick(self, now: int) -> list[Event]:
         cycle, started = self.manager.cycle, time.perf_counter()
         events = self.manager.tick(now)

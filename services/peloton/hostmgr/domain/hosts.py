@@ -175,6 +175,7 @@ class HostBook:
         self.jobs: dict[str, JobRecord] = {}
         # placements awaiting a decision (the latest round per run)
         self.pending: dict[RunKey, Pending] = {}
+        self.placed = self._placed_seen = 0  # placements put in `pending`; at the last tick
         self.early: dict[tuple[str, str], Early] = {}  # (host, incarnation) not registered yet
         self.orphaned: dict[tuple[str, str], list[str]] = {}  # (host, old incarnation) -> runs
         self.offered: dict[str, int] = {}  # host -> generation last offered
@@ -450,6 +451,7 @@ class HostBook:
                     p["host"], p["incarnation"], Resources.from_mapping(p["resources"]),
                     tuple(sorted(p["ports"].items())), round_, since,
                     int(p.get("config_version", 1)))
+                self.placed += 1
 
     def _decided(self, key: RunKey, round_: int, at: int) -> None:
         job = self._job(key[0], at)
@@ -527,7 +529,13 @@ class HostBook:
                                               offer["generation"])
 
     # ---- decide ---------------------------------------------------------------------
+    def tick_wanted(self) -> bool:
+        """Placements came since the last tick: launching them should not wait for the
+        next timer tick (the shell ticks soon; `peloton.bus.driver`)."""
+        return self.placed != self._placed_seen
+
     def tick(self, now_ms: int) -> list[Event]:
+        self._placed_seen = self.placed
         self._stall(now_ms)
         events: list[Event] = []
         for decide in (self._losses, self._maintenance, self._validate, self._offers):

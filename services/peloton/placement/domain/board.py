@@ -101,6 +101,7 @@ class PlacementBoard:
         self.orphans_dropped = 0
         self._next_sweep = 0
         self._dirty = False
+        self._arrivals_seen = 0  # the run book's arrivals at the last round
         self._waiting: set[str] = set()  # jobs with queued runs but no spec yet
         self._rank: dict[str, int] = {}  # job -> -priority
         self._requests = Requests()
@@ -267,8 +268,14 @@ class PlacementBoard:
         return res
 
     # ---- decide ---------------------------------------------------------------------
+    def tick_wanted(self) -> bool:
+        """Runs joined the queue since the last round: placing them should not wait for
+        the next timer tick (the shell ticks soon; `peloton.bus.driver`)."""
+        return self.book.arrivals != self._arrivals_seen
+
     def next_round(self, now_ms: int) -> list[Event]:
         self.clock = max(self.clock, now_ms)
+        self._arrivals_seen = self.book.arrivals
         if self.clock >= self._next_sweep:
             self._sweep()
             if self.hosts.freed:  # runs of jobs that left held room on a host

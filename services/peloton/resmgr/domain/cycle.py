@@ -160,6 +160,7 @@ class ResourceManager:
         self._wake_at = _NEVER  # the earliest retry backoff still running
         self._now = -(10**15)  # the time of the last tick
         self._undo: _Decisions | None = None  # the decision state before the last tick
+        self._arrivals_seen = 0  # the ledger's arrivals at the last tick
 
     @property
     def tree(self) -> PoolTree:
@@ -295,8 +296,14 @@ class ResourceManager:
         return (self.ledger.version, self._local)
 
     # ---- cycle ----------------------------------------------------------------------
+    def tick_wanted(self) -> bool:
+        """Runs began to wait since the last tick: admitting them should not wait for the
+        next timer tick (the shell ticks soon; `peloton.bus.driver`)."""
+        return self.ledger.arrivals != self._arrivals_seen
+
     def tick(self, now_ms: int) -> list[Event]:
         self._undo = self._decisions()
+        self._arrivals_seen = self.ledger.arrivals
         self._now = now_ms
         events: list[Event] = self.pools.unconfirmed(now_ms, self.resend_pool_facts_ms)
         if self.provisional:

@@ -264,6 +264,7 @@ class Ledger:
         self.orphans: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
         self.hosts: dict[str, tuple[bool, Resources]] = {}
         self.version = 0  # bumps on every change that may alter demand or capacity
+        self.arrivals = 0  # bumps whenever a run begins to wait (enters `pending`)
         self.hosts_version = 0  # bumps on every change of capacity
         self._capacity: tuple[int, Resources] | None = None  # (hosts_version, capacity)
         # host -> [incarnation offered last, newest incarnation lost]: a HostLost read
@@ -490,6 +491,8 @@ class Ledger:
     def _index(self, entry: TaskEntry) -> None:
         key = entry.key
         if entry.pending:
+            if key not in self.pending:
+                self.arrivals += 1
             self.pending[key] = entry
         else:
             self.pending.pop(key, None)
