@@ -105,6 +105,8 @@ def test_a_service_turns_ready_and_counts_what_it_consumes(
     assert all({"ts", "level", "logger", "message", "service"} <= set(r) for r in records)
     assert any(r["logger"].startswith("faust") for r in records)  # the worker kept it
     assert {r["service"] for r in records} == {"hostmgr-1"}
+    # the service runs on uvloop (peloton.bus.eventloop), a dependency of the package
+    assert any(r["message"] == "hostmgr-1: running on the uvloop event loop" for r in records)
 
 
 def test_the_api_process_turns_ready_and_counts_what_it_materializes(
@@ -127,6 +129,7 @@ def test_the_api_process_turns_ready_and_counts_what_it_materializes(
         before = consumed_by(url, "readmodel", "host-registered")
         asyncio.run(publish_one(broker))
         assert wait_for(lambda: consumed_by(url, "readmodel", "host-registered") > before)
+        assert "api 1: running on the uvloop event loop" in (tmp_path / "api.log").read_text()
     finally:
         proc.terminate()
         try:

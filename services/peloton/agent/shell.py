@@ -30,6 +30,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from peloton.bus import eventloop
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.driver import CoreDriver, Record
@@ -104,6 +105,7 @@ class AgentShell:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
         self.health.watch(loop)
+        log.info("%s: running on the %s event loop", self.name, eventloop.loop_name(loop))
         web = None
         tasks: list[asyncio.Task[Any]] = []
         try:
@@ -130,7 +132,9 @@ class AgentShell:
                 await web.cleanup()
 
     def run(self) -> None:
-        """Blocking: health server (if a port is set), then `serve` until a signal."""
+        """Blocking: health server (if a port is set), then `serve` until a signal, on
+        uvloop where installed (`peloton.bus.eventloop`)."""
+        eventloop.install()
         server = health_server(self.health, self.health_port, self.health_bind)
         try:
             asyncio.run(self.serve())

@@ -35,7 +35,7 @@ from mode import Service
 from peloton.api.app import create_app
 from peloton.api.auth import Authenticator
 from peloton.api.publisher import KafkaPublisher
-from peloton.bus import logformat
+from peloton.bus import eventloop, logformat
 from peloton.bus.catalog import TOPICS
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.consumerlag import LAG_SAMPLE_S, HandledOffsets, sample_lag
@@ -216,12 +216,15 @@ def _add_agent(app: faust.App, topic_name: str, materializer: Materializer,
 
 def run_api(bootstrap: str, dsn: str, port: int, instance: str = "1",
             host: str = "127.0.0.1", authenticator: Authenticator | None = None) -> None:
-    """Blocking: materialize the read model and serve the API until stopped."""
+    """Blocking: materialize the read model and serve the API until stopped (on uvloop
+    where installed, `peloton.bus.eventloop`)."""
+    eventloop.install()
     asyncio.run(ensure_topics(bootstrap))
     store = Store(dsn)
     try:
         asyncio.set_event_loop(asyncio.new_event_loop())
         app, _ = build_worker_app(bootstrap, store, port, instance, host, authenticator)
+        eventloop.announce(app, f"api {instance}")
         logformat.worker(app).execute_from_commandline()
     finally:
         store.close()

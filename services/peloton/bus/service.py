@@ -84,7 +84,7 @@ from typing import Any, Protocol
 
 from mode import Service
 
-from peloton.bus import logformat
+from peloton.bus import eventloop, logformat
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.consumerlag import LAG_SAMPLE_S, HandledOffsets, sample_lag
@@ -138,7 +138,9 @@ def run_worker(app: Any, health: Health, port: int | None, bind: str,
                prepare: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Blocking: serve `health` (if a port is set; a taken port fails here, before
     anything else), run `prepare`, then the Faust worker until it is stopped (both
-    shells start this way)."""
+    shells start this way); the worker logs the loop it runs on (`peloton serve` installs
+    uvloop before the app is made, `peloton.bus.eventloop`)."""
+    eventloop.announce(app, health.service)
     server = health_server(health, port, bind)
     try:
         asyncio.run(prepare())  # /healthz: alive ("starting") however long it takes

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from peloton.bus import eventloop
 from peloton.bus.logformat import LogFormat
 from peloton.bus.logformat import configure as configure_logging
 
@@ -80,6 +81,12 @@ def register(app: typer.Typer) -> None:
 def build() -> typer.Typer:
     """The `serve` command group (also the entry point `python -m peloton.serve`)."""
     serve = typer.Typer(no_args_is_help=True, help="Run one service process.")
+
+    @serve.callback()
+    def _event_loop() -> None:
+        # uvloop where installed (peloton.bus.eventloop), set before any Faust app or
+        # loop is made: an app keeps the loop it was made with
+        eventloop.install()
 
     @serve.command("jobmgr")
     def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092",
