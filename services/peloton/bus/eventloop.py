@@ -1,23 +1,24 @@
 """The event loop the long-running processes run on: uvloop's (libuv), where installed.
 
 Every service, agent (and simulated agent fleet) and the API spend about a tenth of their
-busy time (py-spy, a 10,000-task burst) in the event loop's own machinery: socket reads and writes to the broker, callbacks,
-timers, the hand-over between Faust's consumer thread and the service's loop. uvloop does
-that work in C. Measured side by side (`peloton bench burst --jobs 2200 --hosts 1000`,
-10,000 small-job tasks at once, 2-core machine, six alternating pairs): 3% more tasks/s
-on average, less than the machine's own spread (each pair -5% to +12%); an idle
-10,000-host cluster's services and simulated agents about 10% less CPU
-(docs/performance.md, "The event loop").
+busy time (py-spy, a 10,000-task burst) in the event loop's own machinery: socket reads
+and writes to the broker, callbacks, timers, the hand-over between Faust's consumer thread
+and the service's loop. uvloop does that work in C. Measured side by side (`peloton bench
+burst --jobs 2200 --hosts 1000`, 10,000 small-job tasks at once, 2-core machine, six
+alternating pairs): 3% more tasks/s on average, less than the machine's own spread (each
+pair -5% to +12%); an idle 10,000-host cluster's services and simulated agents about 10%
+less CPU (docs/performance.md, "The event loop").
 
 `install()` makes every event loop created afterwards in the process (the service's, and
 those of the threads Faust and mode start) a uvloop loop, by setting the event loop
 policy. The process entry points call it before they make a loop or a Faust app (a Faust
 app keeps the loop it was made with): `peloton serve ...` (every service process),
 `AgentShell.run` (agents, simulated fleets) and `run_api`; each process logs the loop it
-runs on ("<who>: running on the uvloop event loop"); never an import: a library user's loop is left alone. `PELOTON_UVLOOP=0` keeps asyncio's
-own loop (the same behaviour, slower), and so does a platform without uvloop (it does not
-build on Windows). The snapshot child (`snapshotfork`) never touches the loop it was forked
-with, which is what uvloop asks of a forked process.
+runs on ("<who>: running on the uvloop event loop"); never an import: a library user's
+loop is left alone. `PELOTON_UVLOOP=0` keeps asyncio's own loop (the same behaviour,
+slower), and so does a platform without uvloop (it does not build on Windows). The
+snapshot child (`snapshotfork`) never touches the loop it was forked with, which is what
+uvloop asks of a forked process.
 """
 
 from __future__ import annotations
