@@ -5,10 +5,25 @@ history tables' TTL (PELOTON_HISTORY_TTL_DAYS, default 30 days: readmodel/retent
 would drop their rows as they are inserted. The suite keeps history forever unless a test
 sets the TTL itself (tests/readmodel/test_readmodel_retention.py does); clusters the suite
 starts inherit the setting.
+
+A test that invokes a `peloton serve` command in-process runs its callback, which makes
+uvloop the event loop policy (peloton.bus.eventloop); every test leaves the policy as it
+found it, so the tests after it run on the loop they would alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Iterator
+
+import pytest
 
 os.environ.setdefault("PELOTON_HISTORY_TTL_DAYS", "0")
+
+
+@pytest.fixture(autouse=True)
+def _event_loop_policy_kept() -> Iterator[None]:
+    before = asyncio.get_event_loop_policy()
+    yield
+    asyncio.set_event_loop_policy(before)

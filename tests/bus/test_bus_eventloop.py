@@ -16,6 +16,7 @@ from peloton.bus import eventloop, snapshotfork
 @pytest.fixture(autouse=True)
 def _policy_restored() -> Iterator[None]:
     before = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(None)  # asyncio's default, whatever ran before
     yield
     asyncio.set_event_loop_policy(before)
 
