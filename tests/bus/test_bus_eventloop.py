@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,11 +13,9 @@ from peloton.bus import eventloop, snapshotfork
 
 
 @pytest.fixture(autouse=True)
-def _policy_restored() -> Iterator[None]:
-    before = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(None)  # asyncio's default, whatever ran before
-    yield
-    asyncio.set_event_loop_policy(before)
+def _default_policy() -> None:
+    # asyncio's default, whatever ran before (tests/conftest.py restores it after)
+    asyncio.set_event_loop_policy(None)
 
 
 def _new_loop_name() -> str:

@@ -23,7 +23,8 @@ ever staler state while its backlog grows.
 
 Ticks come sooner when work arrives: a core that says so (`tick_wanted()`: the resource
 manager when runs began to wait for admission, placement when runs joined its queue, the
-host manager when placements wait for their launch) is ticked right after the batch that
+host manager when placements wait for their launch; the shards of a partitioned placement
+or host manager do not ask, they keep their timers) is ticked right after the batch that
 brought it, instead of at its next timer tick (up to `tick_interval` later, on every stage
 of a task's way to its host), but never sooner than `EAGER_TICK_GAP_S` after the last
 tick began, nor so often that ticks take more than `EAGER_TICK_SHARE` of the time.
