@@ -48,3 +48,12 @@ def test_a_negative_number_of_ends_is_refused_by_name() -> None:
     bench_cmd.register(root)
     result = CliRunner().invoke(root, ["bench", "backlog", "--ends", "-1"])
     assert result.exit_code == 2 and "--ends" in result.output
+
+
+def test_unconfirmed_admissions_stay_provisional_and_are_not_admitted_again() -> None:
+    """No decision comes back: every admission of the burst stays provisional, and the
+    later ticks admit only the runs that arrived since (never one of the burst again)."""
+    r = backlog_tick_bench(jobs=200, hosts=4, task_cpu=0.1, ticks=3, seed=3, ends=5,
+                           unconfirmed=True)
+    assert r["pending"] == r["runs"] == r["admitted"] == r["provisional"]
+    assert r["unconfirmed"] and r["runs"] > 200

@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from peloton.resmgr.domain.admissionages import AdmissionAges
 from peloton.resmgr.domain.cycle import ResourceManager
 from peloton.resmgr.domain.ledger import ADMITTED, HELD, PENDING, Cell, TaskEntry, bucket, micro
+from peloton.resmgr.domain.provisionaltally import ProvisionalTally
 
 UNUSED_MS = 1_000
 
@@ -126,14 +127,15 @@ def _summarise(rm: ResourceManager, cells: dict[Any, Cell]) -> Any:
     """The per-pool part of usage() applied to the reference cells (unchanged code)."""
     ledger = rm.ledger
     saved = (ledger.sums, ledger.unused, ledger.admission_ages, ledger.preempted,
-             rm.provisional.admitted)
+             rm.provisional.admitted, rm._tally)
     ledger.sums = {PENDING: {}, HELD: {}, ADMITTED: {}}
     for (cls, b), cell in cells.items():
         ledger.sums[cls][b] = cell
     ledger.unused, ledger.admission_ages = {}, AdmissionAges()
     ledger.preempted, rm.provisional.admitted = {}, {}
+    rm._tally = ProvisionalTally()  # counts nothing
     try:
         return rm.usage()
     finally:
         (ledger.sums, ledger.unused, ledger.admission_ages, ledger.preempted,
-         rm.provisional.admitted) = saved
+         rm.provisional.admitted, rm._tally) = saved

@@ -264,13 +264,16 @@ def register(app: typer.Typer) -> typer.Typer:
                     ticks: int = 5, seed: int = 7,
                     ends: Annotated[int, typer.Option(
                         min=0, help="admitted runs that end before each later tick")] = 50,
+                    unconfirmed: Annotated[bool, typer.Option(
+                        help="no decision comes back before the later ticks (a leader "
+                             "reading its own admissions late, as in a burst)")] = False,
                     output: Output = "table") -> None:
         """CPU seconds of the resource manager's tick with `jobs` jobs (1-8 tasks) queued
         at once on `hosts` hosts of 64 cpus, `ends` admitted runs ending before each later
         tick, and the pending reasons those ticks published (peloton.resmgr.backlogbench)."""
         from peloton.resmgr.backlogbench import backlog_tick_bench
 
-        show(backlog_tick_bench(jobs, hosts, task_cpu, ticks, seed, ends), output,
-             "resource manager tick with a backlog")
+        show(backlog_tick_bench(jobs, hosts, task_cpu, ticks, seed, ends, unconfirmed),
+             output, "resource manager tick with a backlog")
 
     return bench

@@ -10,8 +10,13 @@ left pending, and how many pending reasons the later ticks published (a draining
 must not be explained again at every admission). This is a shell around the core,
 so it reads the clock and draws seeded random numbers.
 
+With `unconfirmed`, no decision comes back before the later ticks (and no run ends): a
+leader reading its own TasksAdmitted behind a burst's other facts, so every admission
+stays provisional (`provisional` in the result: how many there were at the last tick).
+
     python -m peloton.resmgr.backlogbench                    # 20,000 jobs, most pending
     python -m peloton.resmgr.backlogbench --task-cpu 0.1     # most admitted, not READY yet
+    python -m peloton.resmgr.backlogbench --hosts 1000 --task-cpu 0.1 --unconfirmed
 
 A tick that takes longer than the leader's etcd lease (2 s by default) gets the leader
 deposed: keep the later ticks well under it.
@@ -70,7 +75,8 @@ def _ended(runs: list[tuple[str, int, int]], at: int) -> list[tuple[str, Any]]:
 
 
 def backlog_tick_bench(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1.0,
-                       ticks: int = 5, seed: int = 7, ends: int = 50) -> dict[str, Any]:
+                       ticks: int = 5, seed: int = 7, ends: int = 50,
+                       unconfirmed: bool = False) -> dict[str, Any]:
     rng = random.Random(seed)
     rm = ResourceManager(entitlement_cycle_ms=10_000)
     rm.fold("OfferReceived", _offers(hosts, 0))
@@ -84,14 +90,15 @@ def backlog_tick_bench(jobs: int = 20_000, hosts: int = 100, task_cpu: float = 1
     gc.set_threshold(GEN0_THRESHOLD, *threshold[1:])
     policy = GcPolicy()
     try:
-        return _ticks(rm, jobs, hosts, task_cpu, ticks, ends, now, policy)
+        return _ticks(rm, jobs, hosts, task_cpu, ticks, 0 if unconfirmed else ends, now,
+                      policy, unconfirmed)
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
 
 
 def _ticks(rm: ResourceManager, jobs: int, hosts: int, task_cpu: float, ticks: int,
-           ends: int, now: int, policy: GcPolicy) -> dict[str, Any]:
+           ends: int, now: int, policy: GcPolicy, unconfirmed: bool) -> dict[str, Any]:
     seconds: list[float] = []
     reasons: list[int] = []
     running: list[tuple[str, int, int]] = []  # admitted runs, in order of admission
@@ -103,7 +110,7 @@ def _ticks(rm: ResourceManager, jobs: int, hosts: int, task_cpu: float, ticks: i
         seconds.append(time.process_time() - started)
         said = 0
         for ev in events:
-            if ev.type in ("TasksAdmitted", "AdmissionDeferred"):
+            if ev.type in ("TasksAdmitted", "AdmissionDeferred") and not unconfirmed:
                 rm.fold(ev.type, ev.body)
             if ev.type == "TasksAdmitted":
                 admitted += len(ev.body["tasks"])
@@ -122,6 +129,7 @@ def _ticks(rm: ResourceManager, jobs: int, hosts: int, task_cpu: float, ticks: i
             "hosts": hosts, "task_cpu": task_cpu, "ended_per_tick": ends,
             "admitted": admitted,
             "pending": len(rm.ledger.pending),
+            "unconfirmed": unconfirmed, "provisional": len(rm.provisional.admitted),
             "reasons_first_tick": reasons[0],
             "reasons_later_ticks": sum(reasons[1:]),
             "first_tick_s": round(seconds[0], 3),
@@ -137,11 +145,12 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--ends", type=int, default=50)
+    parser.add_argument("--unconfirmed", action="store_true")
     a = parser.parse_args()
     if a.ends < 0:
         parser.error("--ends must be 0 or more")
     print(json.dumps(backlog_tick_bench(a.jobs, a.hosts, a.task_cpu, a.ticks, a.seed,
-                                        a.ends),
+                                        a.ends, a.unconfirmed),
                      indent=1))
 
 

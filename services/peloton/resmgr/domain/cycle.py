@@ -59,8 +59,9 @@ the original. `view()` is the part every instance folding the same log agrees on
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 from peloton.model.event import Event
@@ -87,23 +88,25 @@ from peloton.resmgr.domain.ledger import (
     TaskEntry,
     TaskKey,
     bucket,
+    count,
     micro,
 )
 from peloton.resmgr.domain.poolbook import POOL_FACTS, POOL_REQUESTS, PoolBook, config_record
 from peloton.resmgr.domain.pooltree import ROOT, PoolTree
 from peloton.resmgr.domain.preemption import PreemptionState, TaskView, plan_preemption
+from peloton.resmgr.domain.provisionaltally import ProvisionalTally, RunKey
 
 __all__ = ["ResourceManager", "Provisional", "BACKOFF_REASON", "revocable_capacity"]
 
 _MAX_BATCH = 4000
 _NEVER = 10**18
 BACKOFF_REASON = "waiting out the retry backoff of a requeued run"
-RunKey = tuple[str, int, int]
 
 
 @dataclass(slots=True)
 class Provisional:
-    """This instance's decisions that have not come back through the log yet."""
+    """This instance's decisions that have not come back through the log yet, each table
+    in the order they were decided (so the expired ones are found at its front)."""
 
     admitted: dict[RunKey, tuple[int, int]] = field(default_factory=dict)  # at, requeues
     preempted: dict[RunKey, int] = field(default_factory=dict)  # at
@@ -115,6 +118,23 @@ class Provisional:
 
 def _key(entry: TaskEntry) -> RunKey:
     return (entry.job.job_id, entry.instance, entry.run)
+
+
+def _at(value: int) -> int:
+    return value
+
+
+def _at_first(value: tuple[int, int]) -> int:
+    return value[0]
+
+
+def _at_second(value: tuple[str, int]) -> int:
+    return value[1]
+
+
+def _front(table: dict[RunKey, Any], at_of: Callable[[Any], int], cutoff: int) -> list[RunKey]:
+    """The keys at the front of a table (in decision order) decided at or before `cutoff`."""
+    return [key for key, value in takewhile(lambda kv: at_of(kv[1]) <= cutoff, table.items())]
 
 
 class ResourceManager:
@@ -147,6 +167,7 @@ class ResourceManager:
         self.admission = AdmissionState()
         self.preemption = PreemptionState()
         self.provisional = Provisional()
+        self._tally = ProvisionalTally(self.ledger)  # which of them count as held
         self.cycle = 0
         self._computed_at = -(10**15)
         self._published_at = -(10**15)
@@ -184,8 +205,11 @@ class ResourceManager:
         table = tables.get(etype)
         if table:
             for t in body["tasks"]:
-                if table.pop((t["job_id"], t["instance"], t["run"]), None) is not None:
+                key = (t["job_id"], t["instance"], t["run"])
+                if table.pop(key, None) is not None:
                     self._local += 1
+                    if etype == "TasksAdmitted":
+                        self._tally.removed(key)
 
     def handle(self, etype: str, body: dict[str, Any], now_ms: int) -> list[Event]:
         """Fold a live fact, or decide a pool request (one answering fact)."""
@@ -265,6 +289,7 @@ class ResourceManager:
         self.entitlements, self.admission, self.preemption = (
             d.entitlements, d.admission, d.preemption)
         self.provisional = d.provisional
+        self._tally.rebuild(self.ledger, d.provisional.admitted)
         self.pools.set_resend_marks(d.resent)
         c = d.cadence
         (self.cycle, self._computed_at, self._published_at, self._cycle_at,
@@ -275,20 +300,21 @@ class ResourceManager:
             c.wake_at, c.now)
 
     def _expire(self, now_ms: int) -> None:
-        """Drop provisional decisions that did not come back in time or were overtaken."""
-        ledger = self.ledger
-
-        def stale(key: RunKey, at: int) -> bool:
-            entry = ledger.entry(key[0], key[1])
-            return (now_ms - at >= self.confirm_timeout_ms or entry is None
-                    or entry.run != key[2])
-
+        """Drop provisional decisions that did not come back in time: O(those dropped),
+        from the front of each table (decision order). A decision about a run the ledger
+        has moved past (a newer run, an end) stays until then too: every lookup is by the
+        current run's key, so it says nothing meanwhile."""
+        cutoff = now_ms - self.confirm_timeout_ms
         prov = self.provisional
-        before = len(prov)
-        prov.admitted = {k: v for k, v in prov.admitted.items() if not stale(k, v[0])}
-        prov.preempted = {k: v for k, v in prov.preempted.items() if not stale(k, v)}
-        prov.reasons = {k: v for k, v in prov.reasons.items() if not stale(k, v[1])}
-        if len(prov) != before:
+        dropped = 0
+        for table, at_of in ((prov.admitted, _at_first), (prov.preempted, _at),
+                             (prov.reasons, _at_second)):
+            for key in _front(table, at_of, cutoff):
+                del table[key]
+                dropped += 1
+                if table is prov.admitted:
+                    self._tally.removed(key)
+        if dropped:
             self._local += 1
 
     @property
@@ -356,11 +382,15 @@ class ResourceManager:
             into = cells.setdefault((HELD, b), [0, 0, 0, 0, 0])
             for i in range(5):
                 into[i] += cell[i]
+        # the provisional admissions that count: filed PENDING, held here
+        tally = self._tally
+        tally.refresh(self.provisional.admitted)
+        for b, cell in tally.cells.items():
+            demand, held = cells[(PENDING, b)], cells.setdefault((HELD, b), [0, 0, 0, 0, 0])
+            for i in range(5):
+                demand[i] -= cell[i]
+                held[i] += cell[i]
         special: dict[TaskKey, TaskEntry] = {e.key: e for e in self._lapsed()}
-        for job_id, instance, _ in self.provisional.admitted:
-            entry = ledger.entry(job_id, instance)
-            if entry is not None:
-                special[entry.key] = entry
         if going_at is not None:
             special.update(ledger.preempted)
             for job_id, instance, _ in self.provisional.preempted:
@@ -372,7 +402,7 @@ class ResourceManager:
         moves: dict[tuple[int | None, int | None, Bucket, tuple[int, int, int, int]],
                     int] = defaultdict(int)
         for key, entry in special.items():
-            was = ledger.filed.get(key)
+            was = HELD if key in tally.counted else ledger.filed.get(key)
             if was == ADMITTED:
                 was = HELD
             now: int | None = None
@@ -383,19 +413,13 @@ class ResourceManager:
                 moves[(was, now, bucket(entry), micro(entry.resources))] += 1
         for (was, now, b, vec), n in moves.items():
             if was is not None:
-                cell = cells[(was, b)]
-                cell[0] -= n
-                for i in range(4):
-                    cell[i + 1] -= n * vec[i]
+                count(cells, (was, b), vec, -n)
             if now is not None:
-                cell = cells.setdefault((now, b), [0, 0, 0, 0, 0])
-                cell[0] += n
-                for i in range(4):
-                    cell[i + 1] += n * vec[i]
+                count(cells, (now, b), vec, n)
         # per pool: demand, allocation, slack demand, slack allocation, non-preemptible,
         # controller (micro-units), and the number of runs that hold
         per_pool: dict[str, list[list[int]]] = {}
-        held: dict[str, int] = defaultdict(int)
+        holders: dict[str, int] = defaultdict(int)
         for (cls, (name, revocable, preemptible, controller)), cell in cells.items():
             if cell[0] == 0:
                 continue
@@ -403,7 +427,7 @@ class ResourceManager:
             sums = per_pool.setdefault(pool, [[0, 0, 0, 0] for _ in range(6)])
             targets = [(1 if cls == HELD else 0) + (2 if revocable else 0)]
             if cls == HELD:
-                held[pool] += cell[0]
+                holders[pool] += cell[0]
                 if not preemptible:
                     targets.append(4)
                 if controller:
@@ -417,7 +441,7 @@ class ResourceManager:
         for pool, sums in per_pool.items():
             r = [_resources(v) for v in sums]
             usage[pool] = PoolUsage(r[0], r[1], r[2], r[3])
-            if held[pool]:
+            if holders[pool]:
                 alloc[pool] = PoolAllocation(r[1], r[3], r[4], r[5])
         return usage, alloc
 
@@ -529,12 +553,20 @@ class ResourceManager:
         ]
 
     def _decide(self, kind: str, key: RunKey, now_ms: int, value: Any = None) -> None:
+        """Hold a decision as provisional (last in its table: tables stay in decision
+        order for `_expire`)."""
         prov = self.provisional
         if kind == "admitted":
+            if prov.admitted.pop(key, None) is None:
+                self._tally.added(key)
+            else:
+                self._tally.changed(key)  # the same run admitted again (a later stage)
             prov.admitted[key] = (now_ms, value)
         elif kind == "preempted":
+            prov.preempted.pop(key, None)
             prov.preempted[key] = now_ms
         else:
+            prov.reasons.pop(key, None)
             prov.reasons[key] = (value, now_ms)
         self._local += 1
 
@@ -568,10 +600,14 @@ class ResourceManager:
         """Pending runs (with admissions the job manager left unused), in key order; runs
         whose config version is not said yet wait (see ledger.py)."""
         pending, unused = self.ledger.pending, self.ledger.unused
-        # the unused admissions still trusted are admitted: only the others are candidates
-        # (not visiting every admitted run each tick keeps a burst linear)
+        # the unused admissions still trusted and the provisional admissions that count
+        # are admitted: only the others are candidates (not visiting every admitted run
+        # each tick keeps a burst linear)
+        self._tally.refresh(self.provisional.admitted)
+        counted = self._tally.counted
+        keys = pending.keys() - counted.keys() if counted else pending.keys()
         lapsed = [entry.key for entry in self._lapsed()]
-        for key in sorted(pending.keys() | lapsed if lapsed else pending.keys()):
+        for key in sorted(keys | set(lapsed) if lapsed else keys):
             entry = pending.get(key) or unused[key]
             if entry.config_version is not None and not self.admitted(entry):
                 yield entry

@@ -64,7 +64,9 @@ Indexes maintained on fold: `pending` (demand) and `holding` (allocation), by ta
 `active()` iterates them, never every task ever seen; `unused` (admitted, not READY yet)
 and `preempted` (runs with a `preempted_at`) are the runs whose standing the resource
 manager may see differently from the ledger (admissions it stops trusting, provisional
-decisions, runs being taken back).
+decisions, runs being taken back). `touched`: the runs of `watched` (the resource
+manager's provisional admissions, provisionaltally.py) filed in another usage class since
+it last looked (the ledger only adds to it; the watcher empties it).
 
 Usage totals maintained on fold (`sums`), so a tick costs O(pools + changed runs), not
 O(active runs): per class (PENDING = in `pending`, HELD = in `holding` but not `unused`,
@@ -101,7 +103,7 @@ from peloton.model.taskstate import (
 from peloton.resmgr.domain.admissionages import AdmissionAges
 
 __all__ = ["Ledger", "TaskEntry", "JobInfo", "DEFAULT_RETENTION_MS", "TaskKey", "Bucket",
-           "Cell", "PENDING", "HELD", "ADMITTED", "MICRO", "micro", "bucket"]
+           "Cell", "PENDING", "HELD", "ADMITTED", "MICRO", "micro", "bucket", "count"]
 
 S = TaskState
 TaskKey = tuple[str, int]
@@ -245,6 +247,20 @@ def bucket(entry: TaskEntry) -> Bucket:
     return (entry.job.pool, entry.revocable, entry.job.preemptible, entry.controller)
 
 
+def count(cells: dict[Any, Cell], key: Any, vec: tuple[int, int, int, int], n: int) -> None:
+    """Add `n` runs of resources `vec` (micro-units) to `cells[key]` (a negative `n` takes
+    them out; a cell left with no run is deleted)."""
+    cell = cells.get(key)
+    if cell is None:
+        cell = cells[key] = [0, 0, 0, 0, 0]
+    cell[0] += n
+    if cell[0] == 0:
+        del cells[key]
+        return
+    for i in range(4):
+        cell[i + 1] += n * vec[i]
+
+
 class Ledger:
     def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
@@ -260,6 +276,10 @@ class Ledger:
         self.preempted: dict[TaskKey, TaskEntry] = {}  # live runs with a preempted_at
         self.sums: tuple[dict[Bucket, Cell], ...] = ({}, {}, {})  # by class
         self.filed: dict[TaskKey, int] = {}  # the class each run is counted in
+        # runs a caller wants to hear of, and those of them filed in another class since
+        # it last looked (the resource manager's provisional admissions: provisionaltally.py)
+        self.watched: dict[TaskKey, int] = {}
+        self.touched: set[TaskKey] = set()
         self.forgotten: dict[str, int] = {}  # finished job -> when (event time)
         self.orphans: dict[str, tuple[int, list[tuple[str, dict[str, Any]]]]] = {}
         self.hosts: dict[str, tuple[bool, Resources]] = {}
@@ -520,24 +540,16 @@ class Ledger:
         old = self.filed.get(key)
         if old == cls:
             return
+        if key in self.watched:
+            self.touched.add(key)
         vec = micro(entry.resources)
         b = bucket(entry)
         if old is not None:
             del self.filed[key]
-            cells = self.sums[old]
-            cell = cells[b]
-            cell[0] -= 1
-            if cell[0] == 0:
-                del cells[b]
-            else:
-                for i in range(4):
-                    cell[i + 1] -= vec[i]
+            count(self.sums[old], b, vec, -1)
         if cls is not None:
             self.filed[key] = cls
-            cell = self.sums[cls].setdefault(b, [0, 0, 0, 0, 0])
-            cell[0] += 1
-            for i in range(4):
-                cell[i + 1] += vec[i]
+            count(self.sums[cls], b, vec, 1)
 
     def lapsed(self, cutoff: int) -> list[TaskEntry]:
         """The runs of `unused` whose latest admission is at or before `cutoff` (event
