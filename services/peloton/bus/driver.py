@@ -436,8 +436,12 @@ class CoreDriver:
         No type: the record never reached the core. Events None: the decision failed."""
         topic, _, _, _, value = rec
         ignores = getattr(self.core, "ignores", None)
-        if ignores and (peek := self.codec.event_type(value)) in ignores and peek in expected:
-            return None, peek, []  # the core drops it: not even decoded
+        acts_on = getattr(self.core, "acts_on", None)
+        if ignores or acts_on is not None:
+            peek = self.codec.event_type(value)
+            if peek in expected and ((ignores and peek in ignores) or (
+                    acts_on is not None and not acts_on(peek, value))):
+                return None, peek, []  # the core would drop it: not even decoded
         try:
             etype, body = self.codec.decode(value)
         except DecodeError as exc:

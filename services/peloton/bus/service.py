@@ -17,7 +17,9 @@ Contract: decide, publish, then commit (the same for every service).
    (`peloton.bus.driver`), which decides its records in order (the order of each
    partition is kept). Records below the driver's position (already folded by the
    rebuild) are skipped, as are records of the types in the core's optional `ignores`
-   (their header names the type; the body is never decoded). Undecodable or misplaced
+   (their header names the type; the body is never decoded) and those its optional
+   `acts_on(type, value)` says, from the encoded bytes, it would not act on (the host
+   manager: a TaskStateChanged naming no end or kill). Undecodable or misplaced
    records go to the dead-letter topic with the reason, and the service keeps going.
 3. Decide, publish, commit: every core call holds one lock (Faust runs one intake task per
    topic concurrently, so without it two decisions could interleave; batches of different

@@ -11,7 +11,7 @@ from peloton.bus.catalog import topic
 from peloton.bus.metrics import HOSTS_SILENCE_HELD
 from peloton.bus.routing import partition_for
 from peloton.hostmgr.domain import maintenance, snapshot
-from peloton.hostmgr.domain.hosts import HostBook
+from peloton.hostmgr.domain.hosts import HostBook, acts_on
 from peloton.hostmgr.domain.silence import SilenceGuard, ZoneOf
 from peloton.model.event import Event
 
@@ -52,6 +52,9 @@ class HostManagerCore:
     #: Events whose replay changes nothing (the fold ignores them without `received_ms`):
     #: a shell may skip them unread when it replays (heartbeats are most of host-registered).
     replay_skips: tuple[str, ...] = ("HostStatusReported",)
+    #: Live records the fold would not act on, told from their bytes (the shell skips them
+    #: undecoded): TaskStateChanged naming no end or kill, most of job-events.
+    acts_on = staticmethod(acts_on)
     snapshot_version: int = snapshot.VERSION
 
     def __init__(self, heartbeat_timeout_s: float = 5.0, tick_interval: float = 0.05,

@@ -65,6 +65,9 @@ Contract:
   kept as a per-task fact (`JobRecord.void`: the highest run whose room may not be held;
   the job's `terminal`), so any order of the same facts leaves the same holds; a run's
   launch read after its end makes the hold then, as the end would have.
+- TaskStateChanged acts through its ends and kills only (`ACTED_ON`): a change to any
+  other state changes nothing (not even the job's record), so the shell skips a record of
+  such changes only, undecoded (`acts_on`, told from the bytes: most of job-events).
 - Bounded state (`prune`, run from tick every retention_ms / 10 of event time): a job's
   record (spec, ended runs, decided rounds) leaves once the job is terminal (or its
   JobCreated was never seen), no run of it holds resources or waits for a decision, and no
@@ -139,6 +142,19 @@ def _before_launch(previous: Any) -> bool:
 
 
 _PREEMPTED = "PREEMPTED"  # how the job manager's reason of a preempted run starts
+
+
+#: The TaskStateChanged states the fold acts on: ends, and kills (`_killed_for_good`).
+ACTED_ON: frozenset[str] = frozenset(TERMINAL | {TaskState.KILLING})
+_ACTED_ON_BYTES = tuple(sorted(state.encode() for state in ACTED_ON))
+
+
+def acts_on(event_type: str, value: bytes) -> bool:
+    """Whether the fold may act on a record, told from its encoded bytes without decoding
+    it: False only for a TaskStateChanged that names none of the `ACTED_ON` states (Avro
+    writes a string as its UTF-8 bytes, so a state a change holds is in the record's
+    bytes; such a name elsewhere, in a reason, only gets the record decoded)."""
+    return event_type != "TaskStateChanged" or any(s in value for s in _ACTED_ON_BYTES)
 
 
 def _killed_for_good(ch: Body) -> bool:
@@ -294,8 +310,12 @@ class HostBook:
                     self._hold(host, key, self._release(host, key))
 
     def _task_states(self, body: Body, _: int | None) -> None:
-        job = self._job(body["job_id"], body["at"])
+        """Only ends and kills matter here (`ACTED_ON`): a change to any other state changes
+        nothing, so a record of such changes only may go unread (`acts_on`)."""
         for ch in body["changes"]:
+            if ch["state"] not in ACTED_ON:
+                continue
+            job = self._job(body["job_id"], body["at"])
             key = (body["job_id"], ch["instance"], ch["run"])
             if _killed_for_good(ch):
                 self._void(key[0], key[1], key[2])
