@@ -38,12 +38,15 @@ decision of this instance (an admission, a preemption, a deferral reason) is hel
 *provisional* until its fact is folded back (then the ledger has it), so the next tick does
 not decide it again. A provisional decision whose fact has not come back within
 `confirm_timeout_ms` is dropped and the run decided afresh, so a deposed leader never
-diverges from the log for longer than the timeout. When the shell cannot publish a tick's
-events (or the tick raised half-way) it calls `discard_unpublished()`: everything the
-tick changed (provisional decisions, entitlements, admission and preemption counters,
-cadence) is put back, so the core equals one that never ticked, and ticking again at the
-same time gives the same events. Pool decisions follow PoolBook's rule (speculated until
-folded back, resent).
+diverges from the log for longer than the timeout (a decision about a run the ledger has
+moved past says nothing meanwhile: every lookup is by the run's current key). A burst
+leaves thousands of admissions not back yet, read back seconds later: which of them count
+as held is kept as it changes (provisionaltally.py), so a tick does not visit them. When
+the shell cannot publish a tick's events (or the tick raised half-way) it calls
+`discard_unpublished()`: everything the tick changed (provisional decisions,
+entitlements, admission and preemption counters, cadence) is put back, so the core equals
+one that never ticked, and ticking again at the same time gives the same events. Pool
+decisions follow PoolBook's rule (speculated until folded back, resent).
 
 `fold` applies facts (every instance, replay included); `handle` also decides pool
 requests (every instance decides; only the leader's answers are published, and every
@@ -365,14 +368,15 @@ class ResourceManager:
         """Per leaf pool: demand and allocation of the active runs (with `going_at`, the
         runs being taken back at that time, see `_going`, are left out).
 
-        O(pools + runs whose standing differs from the ledger's), not O(active runs): it
-        starts from the ledger's integer totals (`Ledger.sums`, where the admissions the
-        job manager has not used yet count as held, as this instance counts them while it
-        trusts them: `unused_admission_ms`) and moves only the runs this instance sees
-        differently: admissions it stopped trusting (found without visiting the others:
-        `Ledger.lapsed`), provisional admissions, and (with `going_at`) runs being
-        preempted. The totals are exact (integer micro-units), so the result is the same
-        whatever the order the facts were folded in.
+        O(pools + runs whose standing changed), not O(active runs): it starts from the
+        ledger's integer totals (`Ledger.sums`, where the admissions the job manager has
+        not used yet count as held, as this instance counts them while it trusts them:
+        `unused_admission_ms`) and moves what this instance sees differently: its
+        provisional admissions that count as held (their totals, kept as they change:
+        provisionaltally.py), admissions it stopped trusting (found without visiting the
+        others: `Ledger.lapsed`) and (with `going_at`) runs being preempted. The totals
+        are exact (integer micro-units), so the result is the same whatever the order the
+        facts were folded in.
         """
         ledger = self.ledger
         cells: dict[tuple[int, Bucket], Cell] = {
