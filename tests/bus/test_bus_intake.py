@@ -15,7 +15,7 @@ from faust.types import TP as FaustTP
 from peloton.bus.devbroker import consumer_settings
 from peloton.bus.driver import Record
 from peloton.bus.faustapp import ensure_topics, make_app
-from peloton.bus.intake import add_intake
+from peloton.bus.intake import BatchChannel, add_intake
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -114,5 +114,78 @@ async def test_a_failed_batch_stops_the_service_before_its_records_are_committed
         await asyncio.sleep(1.5)
         assert handled == list(range(5))  # nothing after the failed record was taken
         assert await _committed(fresh_broker, group) == 5  # a restart reads it again
+    finally:
+        await app.stop()
+
+
+def _batch_channel(app: object) -> BatchChannel:
+    found = [c for c in app.topics if isinstance(c, BatchChannel)]  # type: ignore[attr-defined]
+    assert len(found) == 1
+    return found[0]
+
+
+async def test_a_full_buffer_pauses_the_partition_and_loses_nothing(fresh_broker: str) -> None:
+    """The consumer hands a partition's fetch to the buffer at once (intake.py); a slow
+    handler still pauses that partition's fetching under pressure, the buffer never holds
+    more than its size, fetching resumes, and every record arrives once, in order."""
+    await ensure_topics(fresh_broker)
+    await _produce(fresh_broker, [str(i).encode() for i in range(400)])
+    app = make_app("peloton-intake-pressure", fresh_broker, stream_buffer_maxsize=40)
+    seen: list[int] = []
+    paused: list[bool] = []
+    sizes: list[int] = []
+
+    async def handle(records: list[Record]) -> None:
+        queue = _batch_channel(app).queue
+        sizes.append(queue.qsize())
+        paused.append(FaustTP(TOPIC, 0) in app.consumer._buffered_partitions)
+        seen.extend(int(r[4] or b"") for r in records)
+        await asyncio.sleep(0.01)
+
+    add_intake(app, TOPIC, "test", handle, batch_max=5)
+    await app.start()
+    try:
+        await _until(lambda: len(seen) >= 400, timeout=60)
+        await asyncio.sleep(0.5)
+        assert seen == list(range(400))
+        assert any(paused), "the partition was never paused under pressure"
+        assert max(sizes) <= 40
+        assert FaustTP(TOPIC, 0) not in app.consumer._buffered_partitions  # resumed
+    finally:
+        await app.stop()
+
+
+async def test_a_partition_with_another_subscriber_goes_through_faust(
+        fresh_broker: str) -> None:
+    """A topic an agent reads as well is delivered record by record through Faust's
+    conductor: the agent and the intake each see every record, and the offset is
+    committed once both have taken it."""
+    await ensure_topics(fresh_broker)
+    await _produce(fresh_broker, [str(i).encode() for i in range(200)])
+    group = "peloton-intake-shared"
+    app = make_app(group, fresh_broker)
+    batched: list[int] = []
+    streamed: list[int] = []
+
+    async def handle(records: list[Record]) -> None:
+        batched.extend(int(r[4] or b"") for r in records)
+
+    add_intake(app, TOPIC, "test", handle, batch_max=50)
+    agent_topic = app.topic(TOPIC, key_type=bytes, value_type=bytes, key_serializer="raw",
+                            value_serializer="raw")
+
+    @app.agent(agent_topic)
+    async def read(stream: object) -> None:
+        async for value in stream:  # type: ignore[attr-defined]
+            streamed.append(int(value))
+
+    await app.start()
+    try:
+        await _until(lambda: len(batched) >= 200 and len(streamed) >= 200)
+        assert batched == list(range(200)) and streamed == list(range(200))
+        deadline = time.monotonic() + 20
+        while await _committed(fresh_broker, group) != 200:
+            assert time.monotonic() < deadline, "never committed to the end"
+            await asyncio.sleep(0.3)
     finally:
         await app.stop()
