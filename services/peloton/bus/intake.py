@@ -116,7 +116,10 @@ async def _take(queue: Any, batch_max: int) -> list[Any]:
 
 class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
     """Faust's aiokafka consumer whose fetch loop hands a partition's fetched records to
-    its batch channel together (module doc)."""
+    its batch channel together (module doc); `batch_delivery = False` delivers them one
+    by one through the conductor instead (`peloton bench intake` measures both)."""
+
+    batch_delivery = True
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop
         app = self.app
@@ -158,7 +161,8 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
         conductor: Any = self.app.topics
         channels = conductor._tp_index.get(tp)
         channel = next(iter(channels)) if channels is not None and len(channels) == 1 else None
-        batch: list[Any] | None = [] if isinstance(channel, BatchChannel) else None
+        batch: list[Any] | None = ([] if self.batch_delivery and isinstance(channel, BatchChannel)
+                                   else None)
         for record in fetched:
             offset = record.offset
             last = offsets[tp]

@@ -72,6 +72,17 @@ def register(app: typer.Typer) -> typer.Typer:
             result = pipeline(tasks, jobs, agents, raw_events, progress=update)
         show(result, output, "pipeline")
 
+    @bench.command("intake")
+    def intake_cmd(records: int = 100_000, repeats: int = 2,
+                   output: Output = "table") -> None:
+        """CPU per record a reader pays before its own work: the raw aiokafka consumer,
+        a Faust agent and the shells' batch intake, side by side in one run."""
+        from peloton.bus.intakebench import intake_bench
+
+        with _bar("intake") as update:
+            result = intake_bench(records, repeats, progress=update)
+        show(result, output, "intake")
+
     @bench.command("burst")
     def burst_cmd(
         jobs: int = 5_000, hosts: int = 50,
