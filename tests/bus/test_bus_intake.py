@@ -12,6 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from faust.types import TP as FaustTP
 
+from peloton.bus import intake
 from peloton.bus.devbroker import consumer_settings
 from peloton.bus.driver import Record
 from peloton.bus.faustapp import ensure_topics, make_app
@@ -187,5 +188,36 @@ async def test_a_partition_with_another_subscriber_goes_through_faust(
         while await _committed(fresh_broker, group) != 200:
             assert time.monotonic() < deadline, "never committed to the end"
             await asyncio.sleep(0.3)
+    finally:
+        await app.stop()
+
+
+async def test_the_fetch_loop_finds_every_faust_internal_it_uses(fresh_broker: str) -> None:
+    app = make_app("peloton-intake-internals", fresh_broker)
+    assert intake.faust_internals_missing(app.consumer) == []
+
+
+async def test_another_faust_gets_faust_own_loop_and_loses_nothing(
+        fresh_broker: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A Faust lacking an internal the fetch loop uses (simulated: one more name) keeps
+    its own loop, record by record: every record still arrives, in order, once."""
+    monkeypatch.setattr(intake, "_CONSUMER_INTERNALS",
+                        (*intake._CONSUMER_INTERNALS, "_not_in_this_faust"))
+    await ensure_topics(fresh_broker)
+    await _produce(fresh_broker, [str(i).encode() for i in range(200)])
+    app = make_app("peloton-intake-other-faust", fresh_broker)
+    seen: list[int] = []
+
+    async def handle(records: list[Record]) -> None:
+        seen.extend(int(r[4] or b"") for r in records)
+
+    add_intake(app, TOPIC, "test", handle, batch_max=50)
+    await app.start()
+    try:
+        await _until(lambda: len(seen) >= 200)
+        await asyncio.sleep(0.5)
+        assert seen == list(range(200))
+        assert "lacks _not_in_this_faust" in caplog.text
     finally:
         await app.stop()

@@ -27,7 +27,10 @@ the stream's passive drainer and `take_events`), so the shells take records this
   partition and fetch instead of once per record, and no per-record coroutine runs (the
   conductor's per-record path, with its lock, decode and channel loop, measured 12-13 µs a
   record in all against about 6 through this one). A partition with any other subscriber
-  (an agent's topic) still goes through the conductor record by record.
+  (an agent's topic) still goes through the conductor record by record. The loop uses
+  Faust internals (`faust_internals_missing` names them); a Faust without one of them
+  gets its own loop back, with a warning, as `peloton.bus.avrocalls` falls back to
+  fastavro's public calls.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as kafka_driver
 from faust.types import TP
+from mode.utils.queues import ThrowableQueue
 
 from peloton.bus.driver import Record
 
@@ -123,6 +127,12 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
 
     async def _drain_messages(self, fetcher: Any) -> None:  # pragma: no cover - Faust's loop
         app = self.app
+        missing = faust_internals_missing(self)
+        if missing:  # another Faust: its own loop, record by record, only slower
+            log.warning("Faust's consumer lacks %s: records are delivered through its own "
+                        "loop", ", ".join(missing))
+            await super()._drain_messages(fetcher)
+            return
         try:
             while not (self._stopped.is_set() or fetcher._stopped.is_set()):
                 records, active = await self._wait_next_records(1.0)
@@ -216,6 +226,28 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
             queue.force_put_nowait(message)
         if queue.in_pressure_high_state(on_drop):
             on_high()
+
+
+#: what the fetch loop above uses of Faust that is not its public API
+_CONSUMER_INTERNALS = ("_wait_next_records", "perform_seek", "flow_active", "highwater",
+                       "_buffered_partitions", "_read_offset", "_to_message", "_add_gap",
+                       "_commit_every", "_n_acked", "commit", "callback", "suspend_flow",
+                       "wait_first", "on_buffer_full", "on_buffer_drop")
+_QUEUE_INTERNALS = ("in_pressure_high_state", "force_put_nowait", "full")
+
+
+def faust_internals_missing(consumer: Any) -> list[str]:
+    """The Faust internals the fetch loop uses that this Faust lacks (none with the Faust
+    the suite runs; `_drain_messages` falls back to Faust's own loop otherwise)."""
+    app = consumer.app
+    missing = [name for name in _CONSUMER_INTERNALS if not hasattr(consumer, name)]
+    if not hasattr(app.topics, "_tp_index"):
+        missing.append("Conductor._tp_index")
+    if not hasattr(getattr(app.producer, "buffer", None), "wait_until_ebb"):
+        missing.append("ProducerBuffer.wait_until_ebb")
+    missing += [f"ThrowableQueue.{name}" for name in _QUEUE_INTERNALS
+                if not hasattr(ThrowableQueue, name)]  # the channels' buffer
+    return missing
 
 
 def _pressure_high(app: Any, consumer: Any, tp: Any) -> None:  # pragma: no cover
