@@ -185,6 +185,7 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
                 await self.commit()
             message = to_message(tp, record)
             if batch is not None:
+                message.refcount = 1  # new, not shared yet: the conductor's incref(1)
                 batch.append(message)
             elif self.suspend_flow.is_set():
                 await self.wait_first(self.callback(message), self.suspend_flow.wait())
@@ -196,34 +197,31 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
 
     async def _offer(self, tp: Any, channel: BatchChannel,
                      messages: list[Any]) -> None:  # pragma: no cover - Faust's loop
-        """Put `messages` in `channel`'s flow-controlled buffer as Faust's conductor does
-        for each (flow control, the producer buffer's ebb, one reference each, the
-        partition's fetch paused under pressure and resumed when it drops), checked once
-        per batch."""
+        """Put `messages` (one reference each, set by `_deliver`) in `channel`'s
+        flow-controlled buffer as Faust's conductor does for each (flow control, the
+        producer buffer's ebb, the partition's fetch paused under pressure and resumed when
+        it drops), checked once per batch."""
         app = self.app
         await app.flow_control.acquire()
         await app.producer.buffer.wait_until_ebb()
         callbacks = self.__dict__.setdefault("_pressure_callbacks", {})
-        high_drop = callbacks.get(tp)
-        if high_drop is None:  # one pair per partition, as the conductor's (Faust's TP)
+        pressure = callbacks.get(tp)
+        if pressure is None:  # one pair per partition, as the conductor's (Faust's TP)
             ftp = TP(tp.topic, tp.partition)
-            high_drop = callbacks[tp] = (partial(_pressure_high, app, self, ftp),
-                                         partial(self.on_buffer_drop, ftp))
-        on_high, on_drop = high_drop
+            pressure = callbacks[tp] = (ftp, partial(_pressure_high, app, self, ftp),
+                                        partial(self.on_buffer_drop, ftp))
+        ftp, on_high, on_drop = pressure
         queue = channel.queue
-        for message in messages:
-            message.refcount = 1  # new, not shared yet: the conductor's incref(1)
-        if queue.in_pressure_high_state(on_drop):
-            on_high()
         for i, message in enumerate(messages):
             if queue.full():  # past Faust's buffer size: pause, wait for room
                 if queue.in_pressure_high_state(on_drop):
                     on_high()
-                app.sensors.on_topic_buffer_full(TP(tp.topic, tp.partition))
+                app.sensors.on_topic_buffer_full(ftp)
                 for rest in messages[i:]:
                     await channel.put(rest)
                 return
             queue.force_put_nowait(message)
+        # after the batch, not before: nothing runs in between, and the size only grew
         if queue.in_pressure_high_state(on_drop):
             on_high()
 

@@ -312,10 +312,12 @@ class HostBook:
     def _task_states(self, body: Body, _: int | None) -> None:
         """Only ends and kills matter here (`ACTED_ON`): a change to any other state changes
         nothing, so a record of such changes only may go unread (`acts_on`)."""
+        job: JobRecord | None = None  # looked up once, at the first change acted on
         for ch in body["changes"]:
             if ch["state"] not in ACTED_ON:
                 continue
-            job = self._job(body["job_id"], body["at"])
+            if job is None:
+                job = self._job(body["job_id"], body["at"])
             key = (body["job_id"], ch["instance"], ch["run"])
             if _killed_for_good(ch):
                 self._void(key[0], key[1], key[2])
