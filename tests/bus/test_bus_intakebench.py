@@ -24,3 +24,9 @@ def test_every_reader_reads_every_record_and_the_ratios_are_to_the_raw_consumer(
     assert result["batch intake / record by record"] == pytest.approx(
         costs["batch intake"] / costs["intake, record by record"], rel=0.02)
     assert steps[0].startswith("writing") and len(steps) == 1 + 2 * len(READERS)
+
+
+@pytest.mark.parametrize(("records", "repeats"), [(0, 2), (-5, 2), (100, 0)])
+def test_nothing_to_read_is_refused_before_any_broker_starts(records: int, repeats: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        intake_bench(records, repeats=repeats)

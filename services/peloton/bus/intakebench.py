@@ -37,6 +37,8 @@ def intake_bench(records: int = 100_000, repeats: int = 2,
                  progress: Callable[[str, float], None] | None = None) -> dict[str, Any]:
     from peloton.minicluster.servers import free_port, start_tansu
 
+    if records < 1 or repeats < 1:  # a reader of no record would wait forever
+        raise ValueError(f"records and repeats must be at least 1 (got {records}, {repeats})")
     say = progress or (lambda _m, _f: None)
     with tempfile.TemporaryDirectory(prefix="peloton-intake-") as tmp:
         server = start_tansu(free_port(), Path(tmp) / "tansu.log")

@@ -73,7 +73,10 @@ def register(app: typer.Typer) -> typer.Typer:
         show(result, output, "pipeline")
 
     @bench.command("intake")
-    def intake_cmd(records: int = 100_000, repeats: int = 2,
+    def intake_cmd(records: Annotated[int, typer.Option(
+                       min=1, help="records each reader reads")] = 100_000,
+                   repeats: Annotated[int, typer.Option(
+                       min=1, help="rounds (the best of each reader is shown)")] = 2,
                    output: Output = "table") -> None:
         """CPU per record a reader pays before its own work: the raw aiokafka consumer,
         a Faust agent and the shells' batch intake, side by side in one run."""
