@@ -243,6 +243,8 @@ def test_the_schema_check_rejects_a_bad_manifest(docs: list[dict[str, Any]]) -> 
     (["kafka.security.tls.secretName=t"], "SSL or SASL_SSL uses it"),
     (["kafka.security.protocol=SSL", "kafka.security.tls.certKey=tls.crt"], "go together"),
     (["etcd.tls.secretName=e", "etcd.tls.keyKey=k"], "go together"),
+    (["stopTimeoutSeconds=20"], "below terminationGracePeriodSeconds"),
+    (["stopTimeoutSeconds=-1"], "must be 0 or more"),
 ])
 def test_bad_values_fail_to_render(sets: list[str], message: str) -> None:
     args = ["template", RELEASE, str(CHART)]
@@ -420,6 +422,23 @@ def test_every_workload_runs_a_real_serve_command(
         assert d["spec"]["template"]["metadata"]["labels"].items() >= sel.items()
         assert sel["app.kubernetes.io/component"] == name
     assert seen == {f"rel-peloton-{s}": s for s in (*SERVICES, "agent")}
+
+
+@pytest.mark.parametrize(("stop", "grace"), [
+    (VALUES["stopTimeoutSeconds"], VALUES["terminationGracePeriodSeconds"]), (7, 12), (0, 30)])
+def test_services_stop_by_themselves_before_kubernetes_kills_them(stop: int, grace: int
+                                                                  ) -> None:
+    """The stop deadline reaches every service through the real `serve` group option, and
+    each Faust service's pod waits longer than it (peloton.bus.stopdeadline; 0: none)."""
+    assert stop < grace
+    docs = render(f"stopTimeoutSeconds={stop}", f"terminationGracePeriodSeconds={grace}")
+    for d, c in workloads(docs):
+        env = container_env(docs, c)
+        with mock.patch.dict(os.environ, env, clear=True):
+            ctx = SERVE.make_context("serve", expand_refs(c["args"], env))
+        assert ctx.params["stop_timeout"] == stop, d["metadata"]["name"]
+        if d["kind"] != "DaemonSet":  # the agent is not a Faust worker
+            assert d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == grace
 
 
 def test_resmgr_options(docs: list[dict[str, Any]]) -> None:

@@ -172,6 +172,7 @@ PELOTON_CLICKHOUSE_DSN: {{ required "clickhouse.dsn is required" .Values.clickho
 {{- end }}
 PELOTON_LOG_LEVEL: {{ .Values.logLevel | quote }}
 PELOTON_LOG_FORMAT: {{ .Values.logFormat | quote }}
+PELOTON_STOP_TIMEOUT_S: {{ .Values.stopTimeoutSeconds | quote }}
 PELOTON_STATE_DIR: {{ include "peloton.stateDir" . | quote }}
 PYTHONUNBUFFERED: "1"
 {{- end -}}
@@ -257,7 +258,13 @@ livenessProbe:
 {{- end -}}
 
 {{- define "peloton.podSpecCommon" -}}
+{{- $stop := .Values.stopTimeoutSeconds -}}
+{{- $grace := .Values.terminationGracePeriodSeconds -}}
+{{- if or (lt (float64 $stop) 0.0) (and (gt (float64 $stop) 0.0) (ge (float64 $stop) (float64 $grace))) -}}
+{{- fail (printf "stopTimeoutSeconds (%v) must be 0 or more and below terminationGracePeriodSeconds (%v): a service past its stop deadline exits by itself, with a log line, before Kubernetes kills it" $stop $grace) -}}
+{{- end -}}
 serviceAccountName: {{ include "peloton.serviceAccountName" . }}
+terminationGracePeriodSeconds: {{ $grace }}
 automountServiceAccountToken: {{ .Values.serviceAccount.automountServiceAccountToken }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:

@@ -11,7 +11,8 @@ has handlers, e.g. under pytest, unless `force`):
 `configured()` is True once `configure` ran. `worker(app)` is the Faust worker the shells
 run: once `configure` ran it keeps this setup (mode's worker otherwise replaces the root
 handlers with its own coloured text format at start, and the JSON option would end
-there), and it never draws Faust's terminal spinner (escape codes in a log file).
+there), and it never draws Faust's terminal spinner (escape codes in a log file); it
+ends within a deadline once it stops (`peloton.bus.stopdeadline`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from enum import StrEnum
 from typing import IO, Any
 
 import faust
+
+from peloton.bus import stopdeadline
 
 __all__ = ["LogFormat", "JsonFormatter", "configure", "configured", "worker"]
 
@@ -86,7 +89,8 @@ def configured() -> bool:
 
 
 def worker(app: faust.App) -> faust.Worker:
-    """The Faust worker of a service process (see the module doc)."""
-    w = faust.Worker(app, loglevel="INFO", quiet=True, override_logging=not _configured)
+    """The Faust worker of a service process (see the module doc; its stop is bounded:
+    `peloton.bus.stopdeadline`)."""
+    w = stopdeadline.Worker(app, loglevel="INFO", quiet=True, override_logging=not _configured)
     w.spinner = None  # what Faust itself does for log levels below WARN
     return w

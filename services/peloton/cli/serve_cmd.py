@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from peloton.bus import eventloop
+from peloton.bus import eventloop, stopdeadline
 from peloton.bus.logformat import LogFormat
 from peloton.bus.logformat import configure as configure_logging
 
@@ -83,10 +83,15 @@ def build() -> typer.Typer:
     serve = typer.Typer(no_args_is_help=True, help="Run one service process.")
 
     @serve.callback()
-    def _event_loop() -> None:
+    def _process(stop_timeout: Annotated[float, typer.Option(
+            envvar="PELOTON_STOP_TIMEOUT_S", min=0,
+            help="seconds a service may take to stop (SIGTERM); past them it exits with "
+                 "code 3, e.g. when the broker is gone (peloton.bus.stopdeadline); 0: wait "
+                 "as long as Faust does")] = stopdeadline.DEFAULT_STOP_TIMEOUT_S) -> None:
         # uvloop where installed (peloton.bus.eventloop), set before any Faust app or
         # loop is made: an app keeps the loop it was made with
         eventloop.install()
+        stopdeadline.configure(stop_timeout)
 
     @serve.command("jobmgr")
     def jobmgr(bootstrap: Bootstrap = "127.0.0.1:9092",

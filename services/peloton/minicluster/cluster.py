@@ -216,16 +216,23 @@ class Cluster:
         return self.spawn(name, self.service_argv(name))
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        proc = self.procs.get(name)
-        if proc is None:
-            return
-        _signal(proc.pid, sig)
+        self.stop_many([name], sig, timeout)
+
+    def stop_many(self, names: list[str], sig: int = signal.SIGTERM,
+                  timeout: float = 10.0) -> None:
+        """Signal every named process at once, wait until all have exited or `timeout`
+        ran out, then kill what is left (a service stops within its own deadline,
+        peloton.bus.stopdeadline; one whose broker is gone takes that long)."""
+        pids = [self.procs[n].pid for n in names if n in self.procs]
+        for pid in pids:
+            _signal(pid, sig)
         deadline = time.monotonic() + timeout
-        while _alive(proc.pid) and time.monotonic() < deadline:
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if _alive(proc.pid):
-            _signal(proc.pid, signal.SIGKILL)
-        _reap(proc.pid)
+        for pid in pids:
+            if _alive(pid):
+                _signal(pid, signal.SIGKILL)
+            _reap(pid)
 
     def kill(self, name: str) -> None:
         """kill -9: what a crash looks like."""
@@ -326,12 +333,14 @@ def down(run_dir: Path) -> list[str]:
     cluster = load(run_dir)
     if cluster is None:
         return []
-    names = [n for n in cluster.procs if n not in ("broker", "etcd")] + ["etcd", "broker"]
+    # the services and agents together (each one's stop is bounded, and an unreachable
+    # broker makes them all wait), then etcd and the broker they used
     stopped = []
-    for name in names:
-        if cluster.alive(name):
-            cluster.stop(name, timeout=5.0)
-            stopped.append(name)
+    for group in ([n for n in cluster.procs if n not in ("broker", "etcd")],
+                  ["etcd", "broker"]):
+        alive = [name for name in group if cluster.alive(name)]
+        cluster.stop_many(alive, timeout=5.0)
+        stopped += alive
     cluster.state_file.unlink(missing_ok=True)
     if cluster.layout.sandbox_dir != run_dir / "sandboxes":
         shutil.rmtree(cluster.layout.sandbox_dir, ignore_errors=True)
