@@ -8,6 +8,8 @@ has handlers, e.g. under pytest, unless `force`):
   `logger`, `message`, `service`, plus `exc` (the formatted traceback) when the record
   carries an exception and `stack` for stack info. Newlines inside a message are escaped,
   so a line is always one record (what log shippers expect).
+Either way the Kafka client's repeated errors (every retry while the broker is away) are
+logged once per 30 s with a count (`peloton.bus.logrepeat`).
 `configured()` is True once `configure` ran. `worker(app)` is the Faust worker the shells
 run: once `configure` ran it keeps this setup (mode's worker otherwise replaces the root
 handlers with its own coloured text format at start, and the JSON option would end
@@ -27,6 +29,7 @@ from typing import IO, Any
 import faust
 
 from peloton.bus import stopdeadline
+from peloton.bus.logrepeat import RepeatFilter
 
 __all__ = ["LogFormat", "JsonFormatter", "configure", "configured", "worker"]
 
@@ -76,6 +79,7 @@ def configure(service: str, fmt: LogFormat | str = LogFormat.text, level: str | 
     else:
         handler.setFormatter(logging.Formatter(
             f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RepeatFilter())  # the Kafka client's retries, once per window
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
