@@ -1,8 +1,10 @@
-"""Real dev servers for the shell tests (integration marker). The shared event-body
+"""Real dev servers for the shell tests (integration marker), and the root logger given back
+as it was (`root`). The shared event-body
 helpers (tests/model/event_bodies.py) are importable through pytest's `pythonpath`."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,3 +33,18 @@ def etcd_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.address
     finally:
         server.stop()
+
+
+@pytest.fixture
+def root() -> Iterator[logging.Logger]:
+    """The root logger, given back as it was (pytest's handlers included)."""
+    logger = logging.getLogger()
+    handlers, level = list(logger.handlers), logger.level
+    try:
+        yield logger
+    finally:
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        for h in handlers:
+            logger.addHandler(h)
+        logger.setLevel(level)

@@ -7,27 +7,11 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
 
 from peloton.bus import logformat
-
-
-@pytest.fixture
-def root() -> Iterator[logging.Logger]:
-    """The root logger, given back as it was (pytest's handlers included)."""
-    logger = logging.getLogger()
-    handlers, level = list(logger.handlers), logger.level
-    try:
-        yield logger
-    finally:
-        for h in list(logger.handlers):
-            logger.removeHandler(h)
-        for h in handlers:
-            logger.addHandler(h)
-        logger.setLevel(level)
 
 
 def test_json_lines(root: logging.Logger) -> None:

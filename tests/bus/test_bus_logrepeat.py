@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -70,20 +69,6 @@ def test_every_record_is_logged_or_counted(steps: list[tuple[float, str, str]]) 
             held += 1
             pending[(name, text)] = pending.get((name, text), 0) + 1
     assert held == counted + sum(pending.values())
-
-
-@pytest.fixture
-def root() -> Iterator[logging.Logger]:
-    logger = logging.getLogger()
-    handlers, level = list(logger.handlers), logger.level
-    try:
-        yield logger
-    finally:
-        for h in list(logger.handlers):
-            logger.removeHandler(h)
-        for h in handlers:
-            logger.addHandler(h)
-        logger.setLevel(level)
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
