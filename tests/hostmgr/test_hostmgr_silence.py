@@ -70,11 +70,31 @@ def test_a_lag_that_ends_loses_no_host() -> None:
 
 
 def test_a_heartbeat_read_during_the_hold_can_end_it_for_the_rest() -> None:
+    """The hold's end starts a timeout for the hosts it excused: a host manager catching
+    up reads some hosts' heartbeats last; those still silent a timeout later are lost."""
     book = book_with(*HOSTS)
     assert lost(tick(book, TIMEOUT + 1)) == []  # 12 of 12
     beat(book, HOSTS[:7], TIMEOUT + 2)  # 5 of 12 left silent: no longer most
-    assert lost(tick(book, TIMEOUT + 3)) == HOSTS[7:]
-    assert book.silence_held is None
+    assert lost(tick(book, TIMEOUT + 3)) == []
+    assert book.silence_held is None and book.silence_released == {None: TIMEOUT + 3}
+    beat(book, HOSTS[7:9], TIMEOUT + 500)  # two of them were only read late
+    beat(book, HOSTS[:7], 2 * TIMEOUT)
+    assert lost(tick(book, 2 * TIMEOUT + 3)) == []
+    assert lost(tick(book, 2 * TIMEOUT + 4)) == HOSTS[9:]
+
+
+def test_the_hold_excuses_only_the_hosts_silent_when_it_ends() -> None:
+    book = book_with(*HOSTS)
+    beat(book, HOSTS[:2], 3000)
+    assert lost(tick(book, TIMEOUT + 1)) == []  # 10 of 12 silent: held
+    assert book.silence_held == (10, 12)
+    beat(book, HOSTS[2:11], TIMEOUT + 2)  # 1 left: the hold ends
+    assert lost(tick(book, TIMEOUT + 3)) == []
+    # h00, h01 were heard within the timeout when it ended: their silence counts plainly
+    assert lost(tick(book, 3000 + TIMEOUT + 1)) == HOSTS[:2]
+    beat(book, HOSTS[2:11], 2 * TIMEOUT)
+    assert lost(tick(book, 2 * TIMEOUT + 3)) == []
+    assert lost(tick(book, 2 * TIMEOUT + 4)) == HOSTS[11:]
 
 
 @pytest.mark.parametrize("hosts,silent", [(12, 6), (9, 9)])

@@ -16,11 +16,15 @@ from peloton.hostmgr.service import HostManagerCore
 from peloton.runner import SERVICES
 
 
-@pytest.mark.parametrize("guard", [True, False])
-def test_a_host_manager_that_stops_reading_for_a_while_loses_no_host(guard: bool) -> None:
+# several of these seeds lost hosts before the end of a hold started a window of its own: the
+# host manager catching up read some partitions' heartbeats last, after the guard was lifted
+@pytest.mark.parametrize(("guard", "seed"), [(True, 2), (True, 3), (True, 4), (True, 6),
+                                             (False, 3)])
+def test_a_host_manager_that_stops_reading_for_a_while_loses_no_host(guard: bool,
+                                                                      seed: int) -> None:
     hostmgr = (HostManagerCore if guard
                else lambda: HostManagerCore(silence_guard=SilenceGuard(fraction=1.0)))
-    runner = busy_cluster(3, 12, "lag", 30, 20.0, 20,
+    runner = busy_cluster(seed, 12, "lag", 30, 20.0, 20,
                           services={**SERVICES, "hostmgr": hostmgr})
     node = runner.nodes["hostmgr"]
     budget, node.budget = node.budget, 0  # reads nothing for 8 s; ticks go on

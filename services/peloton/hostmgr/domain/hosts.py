@@ -84,6 +84,9 @@ Contract:
   same holds for each zone of hosts (`zone_of`; the service: the partition of
   host-registered a host's heartbeats go to) when more than half of its hosts are silent:
   a partition read late silences a quarter of a cluster at once (`silence_zones`).
+  When a hold ends, the silence of the hosts it excused (silent past the timeout then)
+  counts from its end (`silence_released`): a host manager catching up reads some
+  partitions' heartbeats last, and the hosts of those are as alive as the rest.
 - Scale (10,000 hosts): an idle tick visits no host. Derived, never snapshotted:
   `_silence_check_at` (no scan can decide a loss or a change of mass silence before it:
   heartbeats only move it later, except during a mass silence, when a heartbeat may end
@@ -115,7 +118,7 @@ from peloton.hostmgr.domain.records import (
     RunKey,
     TaskKey,
 )
-from peloton.hostmgr.domain.silence import SilenceGuard, ZoneOf
+from peloton.hostmgr.domain.silence import SilenceGuard, Verdict, ZoneOf
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
@@ -197,6 +200,12 @@ class HostBook:
         self.offered: dict[str, int] = {}  # host -> generation last offered
         self.next_prune = 0
         self.grace_until = 0  # no host is lost for silence before (set by after_restart)
+        #: what held at the last scan (the cluster, or these zones; None: nothing) and
+        #: when each hold ended (zone, None: the cluster-wide one): for one timeout the
+        #: silence of the hosts it excused counts from then (`_losses`). Not snapshotted:
+        #: a restart gives every host a fresh window anyway.
+        self.silence_hold: tuple[bool, frozenset[int]] = (False, frozenset())
+        self.silence_released: dict[int | None, int] = {}
         self.maint = maintenance.Maintenance()  # maintenance states (maintenance.py)
         self.derived_reset()
 
@@ -599,25 +608,54 @@ class HostBook:
         zones = [None if zone_of is None else zone_of(h.name) for h in available]
         verdict = self.silence_guard.verdict(
             timeout, [(z, now_ms - h.last_seen_ms) for z, h in zip(zones, available, strict=True)])
-        self.silence_held, self.silence_zones = verdict.held, tuple(verdict.zones)
+        self._released(verdict, now_ms)
+        released = self.silence_released
         check_at: int | None = None
         lost = False
         for zone, host in zip(zones, available, strict=True):
-            quiet = now_ms - host.last_seen_ms
+            # a host silent past the timeout when a hold ended was excused by it: its
+            # silence counts from the end (its heartbeats may be still unread: a host
+            # manager catching up reads some partitions last)
+            seen = host.last_seen_ms
+            for end in (released.get(None), released.get(zone)):
+                if end is not None and now_ms - end <= timeout and seen + timeout < end:
+                    seen = end
+            quiet = now_ms - seen
             limit = verdict.limit_of(zone)
             if quiet > limit:
                 lost = True
-                reason = f"no heartbeat for {quiet / 1000:.1f}s" + verdict.why(zone)
+                silent = (now_ms - host.last_seen_ms) / 1000
+                reason = f"no heartbeat for {silent:.1f}s" + verdict.why(zone)
                 events.append(Event("HostLost", host.name, {
                     "host": host.name, "incarnation": host.incarnation, "at": now_ms,
                     "reason": reason, "runs": sorted(run_id(*k) for k in host.runs)}))
             else:  # the earliest time a scan could decide otherwise (an earlier one: same)
-                due = host.last_seen_ms + (limit if quiet > timeout else timeout) + 1
+                due = seen + (limit if quiet > timeout else timeout) + 1
                 check_at = due if check_at is None else min(check_at, due)
         if lost:
             check_at = 0  # hosts were lost: fewer available ones may lift a mass silence
         self._silence_check_at = check_at if check_at is not None else 2**62
         return events
+
+    def _released(self, verdict: Verdict, now_ms: int) -> None:
+        """Take the scan's verdict: a hold that ended (the cluster's, or a zone's while
+        the cluster's does not hold) starts a window of one timeout in which the silence
+        of the hosts it excused (silent past the timeout at its end) counts from its end,
+        so the hosts whose heartbeats the host manager reads last as it catches up are not
+        lost for the lag the guard excused."""
+        self.silence_held, self.silence_zones = verdict.held, tuple(verdict.zones)
+        was_cluster, was_zones = self.silence_hold
+        now_cluster = verdict.held is not None and not verdict.zones
+        self.silence_hold = (now_cluster, frozenset(verdict.zones))
+        released = self.silence_released
+        for zone in [z for z, at in released.items()  # memory only: _losses checks ages
+                     if now_ms - at > self.heartbeat_timeout_ms]:
+            del released[zone]
+        if was_cluster and not now_cluster:
+            released[None] = now_ms
+        if not now_cluster:
+            for zone in was_zones - set(verdict.zones):
+                released[zone] = now_ms
 
     def _maintenance(self, now_ms: int) -> list[Event]:
         return maintenance.tick(self, now_ms)  # folded as decided (again: idempotent)

@@ -29,6 +29,11 @@ least `min_hosts`) are silent has its hosts declared lost only after `factor` ti
 
 The decision is a pure function of the hosts' last reads, their zones and the time: the
 same state gives the same losses whatever the order of the ticks.
+
+A hold's end excuses its hosts for one more timeout (the host manager's book,
+`HostBook.silence_released`): a host manager catching up reads the partitions' backlogs
+in no set order, so the guard lifts once most hosts are heard of while the heartbeats of
+the rest still wait unread; those hosts' silence counts from the hold's end.
 """
 
 from __future__ import annotations
