@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 from readmodel_scenario import Bus, full_scenario, submit
@@ -64,6 +65,25 @@ def test_task_state_changed_gives_a_latest_row_and_a_history_row_per_change() ->
     assert latest[0]["exit_code"] == 2 and latest[0]["host"] == "h1"
     assert latest[1]["version"] > latest[0]["version"]  # the new run wins
     assert all(v["facet"] == "state" for v in latest)
+
+
+def test_a_record_joining_several_jobs_gives_each_jobs_rows_indexed_across_them() -> None:
+    """A joined TaskStateChanged (bus.coalesce) projects as its jobs' records would, one
+    source position for all, the index running across the jobs (so a replay is exact)."""
+    a = {"job_id": "a", "at": 5, "changes": [change(0, 1, "RUNNING", "LAUNCHED", host="h1"),
+                                              change(1, 1, "RUNNING", "LAUNCHED", host="h2")]}
+    b = {"job_id": "b", "at": 6, "changes": [change(0, 2, "PENDING", "INITIALIZED")]}
+    rows = project("TaskStateChanged", {**a, "more": [b]}, SRC)
+    history = [r.values for r in rows if r.table == "task_events"]
+    assert [(h["job_id"], h["instance"], h["at"], h["state"], h["src_index"])
+            for h in history] == [("a", 0, 5, "RUNNING", 0), ("a", 1, 5, "RUNNING", 1),
+                                  ("b", 0, 6, "PENDING", 2)]
+    apart = project("TaskStateChanged", a, SRC) + project("TaskStateChanged", b, SRC)
+    def key(r: Any) -> Any:
+        return (r.table, r.values["job_id"], r.values["instance"], r.values["state"])
+    assert sorted(map(key, rows)) == sorted(map(key, apart))
+    assert project("TaskStateChanged", {**a, "more": []}, SRC) == \
+        project("TaskStateChanged", a, SRC)
 
 
 def test_task_versions_follow_run_then_offset_then_index() -> None:

@@ -21,6 +21,7 @@ reader raises. `peloton.bus.codec` maps them to EncodeError and DecodeError.
 
 from __future__ import annotations
 
+import copy
 import io
 from functools import cache
 from typing import Any
@@ -30,7 +31,7 @@ from fastavro import _read as _fastavro_read
 from fastavro import _write as _fastavro_write
 from fastavro.schema import parse_schema
 
-__all__ = ["BodyReader", "BodyWriter", "prepared_calls_work"]
+__all__ = ["BodyReader", "BodyWriter", "prepared_calls_work", "appended_defaults"]
 
 _READ_OPTIONS = {"return_record_name": False, "return_record_name_override": False,
                  "handle_unicode_errors": "strict", "return_named_type": False,
@@ -45,20 +46,69 @@ _write_body: Any = getattr(_fastavro_write, "write_data", None)
 
 class BodyReader:
     """Reads one Avro body written with `writer` (a schema dict) as `reader` (None: the
-    same schema) from a stream positioned at the body."""
+    same schema) from a stream positioned at the body.
+
+    A reader that only appends fields with plain defaults to the writer's record (a
+    version that added top-level fields, as TaskStateChanged v4 added `more` to v3) reads
+    with the writer's schema and sets those defaults: the same values as fastavro's schema
+    resolution, which costs three times the plain read (32 against 10 us a record)."""
 
     def __init__(self, writer: Any, reader: Any | None = None,
                  prepared: bool | None = None) -> None:
         self.writer, self.reader = writer, reader
+        self._appended = None if reader is None else appended_defaults(writer, reader)
+        if self._appended is not None:
+            reader = None
         self._named: dict[str, dict[str, Any]] = {"writer": {}, "reader": {}}
         self._writer = parse_schema(writer, self._named["writer"])
         self._reader = None if reader is None else parse_schema(reader, self._named["reader"])
+        self._resolve_to = reader
         self.prepared = prepared_calls_work() if prepared is None else prepared
 
     def read(self, stream: io.BytesIO) -> Any:
         if self.prepared:
-            return _read_body(stream, self._writer, self._named, self._reader, _READ_OPTIONS)
-        return fastavro.schemaless_reader(stream, self.writer, self.reader)
+            body = _read_body(stream, self._writer, self._named, self._reader, _READ_OPTIONS)
+        else:
+            body = fastavro.schemaless_reader(stream, self.writer, self._resolve_to)
+        if self._appended is not None:
+            for name, default in self._appended:
+                body[name] = copy.copy(default)  # a fresh [] or {} per record
+        return body
+
+
+_PLAIN_DEFAULTS = (type(None), bool, int, float, str)
+
+
+def _without_docs(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _without_docs(v) for k, v in schema.items() if k != "doc"}
+    if isinstance(schema, list):
+        return [_without_docs(v) for v in schema]
+    return schema
+
+
+def appended_defaults(writer: Any, reader: Any) -> list[tuple[str, Any]] | None:
+    """The (name, default) of the fields `reader` appends to `writer`'s record, if that is
+    all it changes (same record name, the writer's fields first and unchanged but for
+    docs) and every default is plain (null, a boolean, a number, a string, an empty array
+    or map); else None (schema resolution is needed)."""
+    if not (isinstance(writer, dict) and isinstance(reader, dict)
+            and writer.get("type") == reader.get("type") == "record"
+            and writer.get("name") == reader.get("name")
+            and writer.get("namespace") == reader.get("namespace")):
+        return None
+    old, new = writer.get("fields", []), reader.get("fields", [])
+    if len(new) <= len(old) or _without_docs(new[:len(old)]) != _without_docs(old):
+        return None
+    added: list[tuple[str, Any]] = []
+    for field in new[len(old):]:
+        if "default" not in field:
+            return None
+        default = field["default"]
+        if not (isinstance(default, _PLAIN_DEFAULTS) or default in ([], {})):
+            return None
+        added.append((field["name"], default))
+    return added
 
 
 class BodyWriter:

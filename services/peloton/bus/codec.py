@@ -30,6 +30,7 @@ from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 from peloton.bus.avrocalls import BodyReader, BodyWriter
 from peloton.datafiles import schemas_dir
 from peloton.model.event import Event
+from peloton.model.joinedchanges import explode
 
 __all__ = ["Event", "Codec", "DecodeError", "EncodeError", "MARKER", "default_codec", "schema_dir"]
 
@@ -65,6 +66,7 @@ class Codec:
 
     def __init__(self, directory: Path) -> None:
         self._by_fp: dict[bytes, _Version] = {}
+        self._by_version: dict[tuple[str, int], _Version] = {}
         self._latest: dict[str, _Version] = {}
         for path in sorted(directory.glob("*.avsc")):
             match = _NAME.match(path.name)
@@ -77,6 +79,7 @@ class Codec:
             ver = _Version(match["name"], int(match["version"]), parsed, fp,
                            BodyWriter(parsed, MARKER + fp))
             self._by_fp[ver.fingerprint] = ver
+            self._by_version[(ver.name, ver.version)] = ver
             current = self._latest.get(ver.name)
             if current is None or current.version < ver.version:
                 self._latest[ver.name] = ver
@@ -103,16 +106,23 @@ class Codec:
                 return v.parsed
         raise KeyError(f"{name} v{version}")
 
+    def header(self, name: str, version: int | None = None) -> bytes:
+        """The single-object prefix (marker + fingerprint) of an event's version (newest by
+        default); KeyError if there is no such version."""
+        ver = self._latest[name] if version is None else self._by_version.get((name, version))
+        if ver is None:
+            raise KeyError(f"{name} v{version}")
+        return MARKER + ver.fingerprint
+
     def encode(self, event_type: str, body: dict[str, Any], version: int | None = None) -> bytes:
         ver = self._latest.get(event_type)
         if ver is None:
             raise EncodeError(f"unknown event type {event_type!r}")
         if version is not None and version != ver.version:
-            found = [v for v in self._by_fp.values()
-                     if v.name == event_type and v.version == version]
-            if not found:
+            found = self._by_version.get((event_type, version))
+            if found is None:
                 raise EncodeError(f"{event_type} has no version {version}")
-            ver = found[0]
+            ver = found
         try:
             return ver.writer.write(body)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -145,6 +155,13 @@ class Codec:
         if stream.tell() != len(data):
             raise DecodeError(f"{writer.name}: {len(data) - stream.tell()} trailing bytes")
         return writer.name, body  # type: ignore[return-value]
+
+    def decode_each(self, data: bytes | None) -> list[tuple[str, dict[str, Any]]]:
+        """The facts one record holds, in order: (event type, body) for each; a record
+        that joins several jobs' TaskStateChanged gives one per job
+        (`peloton.model.joinedchanges`). Every reader of job-events reads through this."""
+        etype, body = self.decode(data)
+        return [(etype, b) for b in explode(etype, body)]
 
 
 @cache

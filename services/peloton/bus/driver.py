@@ -15,6 +15,10 @@ back to what the log says: `core.discard_unpublished()` if the core has it and o
 last call is to be undone, otherwise a rebuild (the newest snapshot, or an empty core, plus
 the log tail; the start-up path). `_decide_batch` says what that means in a batch.
 
+A record may hold several facts (the job manager's TaskStateChanged of many jobs, joined
+by `peloton.bus.coalesce`): the core is called once per fact, in order, and a failure in
+one of them undoes the record's calls so far (a rebuild when more than one is to be undone).
+
 Ticks leave the loop to the consumers: a tick that took longer than `SLOW_TICK_S` is
 followed by as long without ticks (calls of `tick` in that window return at once), so a
 core whose periodic decisions grow costly (the resource manager with tens of thousands of
@@ -402,28 +406,30 @@ class CoreDriver:
         letters: list[tuple[Record, str]] = []
         out: list[tuple[str, bytes, bytes]] = []
         failed: Record | None = None
+        failed_calls = 0
         handled: list[tuple[str, int, int]] = []
         rest: list[Record] = []
+        calls = 0  # the core's handle calls (a joined record makes one per job)
         for i, rec in enumerate(records):
             topic, partition, offset = rec[0], rec[1], rec[2]
             if offset < self.positions.get((topic, partition), 0):
                 continue
             handled.append((topic, partition, offset))
-            problem, etype, events = self._decide_one(rec, expected.get(topic, ()))
+            problem, etype, events, made = self._decide_one(rec, expected.get(topic, ()))
+            calls += made
             if events is not None:
                 decided.append(rec)
                 out += events
             elif etype is None:  # the core never saw it: dead-letter, go on
                 letters.append((rec, problem or "unreadable"))
             else:
-                failed = rec
+                failed, failed_calls = rec, made
                 letters.append((rec, problem or "failed"))
                 rest = records[i + 1:]
                 break
-        calls = len(decided) + (failed is not None)
         dropped = await self._publish_batch(out, calls, decided, letters)
         if failed is not None and not dropped:  # the earlier records are in the log
-            await self._recover(f"decision failed on {failed[0]}@{failed[2]}")
+            await self._recover(f"decision failed on {failed[0]}@{failed[2]}", failed_calls)
         for topic, partition, offset, _, _ in records[:len(records) - len(rest)]:
             tp = (topic, partition)
             self.positions[tp] = max(self.positions.get(tp, 0), offset + 1)
@@ -431,9 +437,12 @@ class CoreDriver:
         return handled, rest
 
     def _decide_one(self, rec: Record, expected: Collection[str],
-                    ) -> tuple[str | None, str | None, list[tuple[str, bytes, bytes]] | None]:
-        """Decode, decide, encode one record: (problem, event type, encoded events).
-        No type: the record never reached the core. Events None: the decision failed."""
+                    ) -> tuple[str | None, str | None, list[tuple[str, bytes, bytes]] | None,
+                               int]:
+        """Decode, decide, encode one record: (problem, event type, encoded events, the
+        core's calls). No type: the record never reached the core. Events None: the
+        decision failed. A record that joins several jobs' facts is handled fact by fact
+        (`Codec.decode_each`), one call each."""
         topic, _, _, _, value = rec
         ignores = getattr(self.core, "ignores", None)
         acts_on = getattr(self.core, "acts_on", None)
@@ -441,23 +450,27 @@ class CoreDriver:
             peek = self.codec.event_type(value)
             if peek in expected and ((ignores and peek in ignores) or (
                     acts_on is not None and not acts_on(peek, value))):
-                return None, peek, []  # the core would drop it: not even decoded
+                return None, peek, [], 0  # the core would drop it: not even decoded
         try:
-            etype, body = self.codec.decode(value)
+            facts = self.codec.decode_each(value)
         except DecodeError as exc:
-            return str(exc), None, None
+            return str(exc), None, None, 0
+        etype = facts[0][0]
         if etype not in expected:
-            return f"{etype} does not belong on topic {topic}", None, None
+            return f"{etype} does not belong on topic {topic}", None, None, 0
+        events: list[Event] = []
+        now = self.clock()
+        for calls, (_, body) in enumerate(facts, 1):
+            try:
+                events += self.core.handle(etype, body, now)
+            except Exception as exc:  # a core bug must not stop the service: keep the record
+                log.exception("%s: handling %s failed", self.name, etype)
+                return f"handler failed: {exc!r}", etype, None, calls
         try:
-            events = self.core.handle(etype, body, self.clock())
-        except Exception as exc:  # a core bug must not stop the service: keep the record
-            log.exception("%s: handling %s failed", self.name, etype)
-            return f"handler failed: {exc!r}", etype, None
-        try:
-            return None, etype, self.publisher.encode(events)
+            return None, etype, self.publisher.encode(events), len(facts)
         except (EncodeError, KeyError) as exc:
             log.error("%s: events do not encode: %s", self.name, exc)
-            return f"unencodable event: {exc} (after {etype})", etype, None
+            return f"unencodable event: {exc} (after {etype})", etype, None, len(facts)
 
     async def _publish_batch(self, out: list[tuple[str, bytes, bytes]], calls: int,
                              decided: list[Record], letters: list[tuple[Record, str]],

@@ -3,9 +3,13 @@
 `publish(events)` encodes every event first (`encode`: a body that does not match its
 schema raises `EncodeError` before anything is sent), then sends them in order with the key
 the catalog declares (`peloton.bus.keys`) and returns when every record is delivered, with
-the (topic, partition, offset) of each. `send_all` hands every record to the producer
+the (topic, partition, offset) of each record sent. `send_all` hands every record to the producer
 without waiting for each, then awaits all deliveries once (a batch costs one round trip).
 A delivery failure raises `PublishError`.
+
+A job's TaskStateChanged is written as its part version, and `send_all` joins the parts
+it sends together into one record per partition (`peloton.bus.coalesce`): the readers of
+job-events pay per record, and a decided batch changes tasks of many jobs.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
+from peloton.bus.coalesce import TOPIC as JOINED_TOPIC
+from peloton.bus.coalesce import coalesce, joiner_for, write_version
 from peloton.bus.codec import Codec
 from peloton.bus.devbroker import producer_settings
 from peloton.bus.kafkaconfig import client_settings
@@ -44,6 +50,7 @@ class Publisher:
         self.bootstrap = bootstrap
         self.codec = codec
         self._producer: AIOKafkaProducer | None = None
+        self._joiner = joiner_for(codec)
         #: called with every batch the broker acknowledged (the shell counts them)
         self.on_delivered: Callable[[list[Delivered]], None] | None = None
 
@@ -63,7 +70,9 @@ class Publisher:
     def encode(self, events: Sequence[Event]) -> list[tuple[str, bytes, bytes]]:
         """The (topic, key, value) records of `events`; raises `EncodeError` (or
         `KeyError` for a type no topic carries) before anything is sent."""
-        return [(*record_target(ev), self.codec.encode(ev.type, ev.body)) for ev in events]
+        return [(*record_target(ev),
+                 self.codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
+                for ev in events]
 
     async def publish(self, events: Sequence[Event]) -> list[Delivered]:
         return await self.send_all(self.encode(events))
@@ -71,9 +80,19 @@ class Publisher:
     async def send_all(self, records: Sequence[tuple[str, bytes, bytes]]) -> list[Delivered]:
         """Send raw (topic, key, value) records in order; return once all are delivered."""
         await self.start()
-        assert self._producer is not None
+        producer = self._producer
+        assert producer is not None
         try:
-            futures: list[Any] = [await self._producer.send(t, value=v, key=k)
+            if any(t == JOINED_TOPIC for t, _, _ in records):
+                if producer.client.cluster.partitions_for_topic(JOINED_TOPIC) is None:
+                    await producer.partitions_for(JOINED_TOPIC)  # metadata, once
+
+                def partitions(name: str) -> int | None:
+                    known = producer.client.cluster.partitions_for_topic(name)
+                    return len(known) if known else None
+
+                records = coalesce(records, self._joiner, partitions)
+            futures: list[Any] = [await producer.send(t, value=v, key=k)
                                   for t, k, v in records]
             metas = await asyncio.gather(*futures)
         except KafkaError as exc:

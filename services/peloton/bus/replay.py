@@ -78,18 +78,20 @@ async def replay_topics(
                     if skip and codec.event_type(rec.value) in skip:
                         continue
                     try:
-                        etype, body = codec.decode(rec.value)
+                        facts = codec.decode_each(rec.value)
                     except DecodeError as exc:
                         log.warning("replay: %s[%d]@%d undecodable, skipped: %s", tp.topic,
                                     tp.partition, rec.offset, exc)
                         continue
-                    try:
-                        fold(etype, body)
-                    except Exception:  # a core bug must not stop a restart; see module doc
-                        log.exception("replay: folding %s at %s[%d]@%d failed, skipped",
-                                      etype, tp.topic, tp.partition, rec.offset)
-                        continue
-                    seen += 1
+                    folded = True
+                    for etype, body in facts:
+                        try:
+                            fold(etype, body)
+                        except Exception:  # a core bug must not stop a restart (module doc)
+                            log.exception("replay: folding %s at %s[%d]@%d failed, skipped",
+                                          etype, tp.topic, tp.partition, rec.offset)
+                            folded = False
+                    seen += folded
                 if positions[(tp.topic, tp.partition)] >= ends[tp]:
                     remaining.discard(tp)
             if progress is not None:

@@ -149,12 +149,13 @@ class JobFollower:
                 if peek(rec.value) not in _FOLDED:
                     continue  # JobCreated (a whole spec) and the rest: not decoded
                 try:
-                    etype, body = self.codec.decode(rec.value)
+                    facts = self.codec.decode_each(rec.value)
                 except DecodeError:
                     continue
-                if body.get("job_id") in self.wanted:
-                    self._fold(etype, body)
-                    n += 1
+                for etype, body in facts:  # a joined TaskStateChanged: one per job
+                    if body.get("job_id") in self.wanted:
+                        self._fold(etype, body)
+                        n += 1
         return n
 
     def _fold(self, etype: str, body: dict[str, Any]) -> None:  # the types of `_FOLDED`

@@ -56,6 +56,7 @@ from peloton.bus.devbroker import producer_settings
 from peloton.minicluster.cluster import Cluster, Layout, down, up
 from peloton.minicluster.fleet import start_fleets
 from peloton.minicluster.load import JobFollower, read_to_end, submit_jobs, wait_offers
+from peloton.model.joinedchanges import JOINED_EVENT
 
 __all__ = ["restart_bench", "Captured", "capture", "copy_record", "SERVICES"]
 
@@ -91,11 +92,13 @@ async def capture(bootstrap: str, job_id: str) -> list[Captured]:
             if rec.value is None or needle not in rec.value:
                 continue
             try:
-                etype, body = codec.decode(rec.value)
+                facts = codec.decode_each(rec.value)
             except DecodeError:
                 continue
-            if etype not in _NOT_COPIED:
-                key = rec.key.decode() if rec.key else ""
+            for etype, body in facts:  # a joined TaskStateChanged: the template job's part
+                if etype in _NOT_COPIED or (etype == JOINED_EVENT and body["job_id"] != job_id):
+                    continue
+                key = job_id if etype == JOINED_EVENT else rec.key.decode() if rec.key else ""
                 out.append((rec.timestamp, rec.topic, rec.offset,
                             Captured(rec.topic, key, rec.timestamp, etype, body)))
     return [c for *_o, c in sorted(out, key=lambda x: x[:3])]

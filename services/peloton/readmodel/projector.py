@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from peloton.model.joinedchanges import explode
+
 __all__ = ["SourcePos", "Row", "COLUMNS", "TABLES", "project", "version", "preemptor"]
 
 
@@ -238,12 +240,16 @@ def _job_kill_requested(b: dict[str, Any], src: SourcePos) -> list[Row]:
 
 # ---- tasks -----------------------------------------------------------------------------
 def _task_state_changed(b: dict[str, Any], src: SourcePos) -> list[Row]:
+    """Every change of every job the record holds (`model.joinedchanges`: a record may
+    join several jobs'), indexed in order across them."""
     rows: list[Row] = []
-    for i, ch in enumerate(b["changes"]):
-        common = dict(job_id=b["job_id"], instance=ch["instance"], at=b["at"], run=ch["run"],
-                      state=ch["state"], previous_state=ch["previous_state"], host=ch["host"],
-                      reason=ch["reason"], exit_code=ch["exit_code"], failures=ch["failures"],
-                      config_version=_nonneg(ch.get("config_version", 1)))
+    changes = ((part, ch) for part in explode("TaskStateChanged", dict(b))
+               for ch in part["changes"])
+    for i, (part, ch) in enumerate(changes):
+        common = dict(job_id=part["job_id"], instance=ch["instance"], at=part["at"],
+                      run=ch["run"], state=ch["state"], previous_state=ch["previous_state"],
+                      host=ch["host"], reason=ch["reason"], exit_code=ch["exit_code"],
+                      failures=ch["failures"], config_version=_nonneg(ch.get("config_version", 1)))
         rows.append(_row("tasks", src, i, facet="state",
                          version=version(ch["run"], src.offset, i), **common))
         rows.append(_row("task_events", src, i, **common))

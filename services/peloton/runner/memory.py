@@ -9,11 +9,13 @@ import json
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from peloton.agent.app import AgentConfig, AgentCore
 from peloton.bus import catalog
 from peloton.bus.catalog import DEAD_LETTER, INTERNAL_TOPICS, TOPICS, topic
+from peloton.bus.coalesce import coalesce, joiner_for, write_version
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.deadletter import dead_letter
 from peloton.bus.keys import record_target
@@ -135,6 +137,7 @@ class MemoryRunner:
         self.redeliver = redeliver
         self.strict = strict
         self.codec = codec or default_codec()
+        self._joiner = joiner_for(self.codec)
         self.now = start_ms
         self.logs: dict[TP, list[Record]] = {
             (t.name, p): [] for t in (*TOPICS, *INTERNAL_TOPICS) for p in range(t.partitions)}
@@ -200,17 +203,19 @@ class MemoryRunner:
         match its schema raises EncodeError here), each in the partition its record key
         hashes to."""
         node = self.nodes.get(producer)
-        for ev in events:
-            name, key = record_target(ev)
+        encoded = [(*record_target(ev),
+                    self.codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
+                   for ev in events]
+        for name, key, value in coalesce(encoded, self._joiner,
+                                         lambda t: topic(t).partitions):
             spec = topic(name)
-            value = self.codec.encode(ev.type, ev.body)
             tp = (spec.name, partition_for(key, spec.partitions))
             offset = self._append(tp, key, value, producer)
             if node is not None and spec.name in node.own:
                 node.positions[tp] = offset + 1
             if spec.name in self._watched:
-                etype, body = self.codec.decode(value)
-                self.watch.observe(etype, body, self.now)
+                for etype, body in self.codec.decode_each(value):
+                    self.watch.observe(etype, body, self.now)
 
     def append_raw(self, topic_name: str, partition: int, key: bytes, value: bytes) -> None:
         """Append bytes as they are (bad input for tests: not an event, or misplaced)."""
@@ -242,11 +247,12 @@ class MemoryRunner:
         self.publish([Event("JobSubmitted", b["job_id"], b) for b in bodies])
 
     def records(self, topic_name: str) -> Iterator[tuple[Record, str, dict[str, Any]]]:
-        """Every record of a topic, decoded, partition by partition."""
+        """Every record of a topic, decoded, partition by partition: each fact it holds
+        (a joined TaskStateChanged holds several jobs'), with its record."""
         for p in range(topic(topic_name).partitions):
             for rec in self.logs[(topic_name, p)]:
-                etype, body = self.codec.decode(rec.value)
-                yield rec, etype, body
+                for etype, body in self.codec.decode_each(rec.value):
+                    yield rec, etype, body
 
     def backlog(self) -> dict[str, int]:
         """Records each live service has not consumed yet."""
@@ -368,10 +374,11 @@ class MemoryRunner:
             stop = min(ends[tp], at[tp] + self.rng.randint(1, 64))
             for rec in self.logs[tp][at[tp]:stop]:
                 try:
-                    etype, body = self.codec.decode(rec.value)
+                    facts = self.codec.decode_each(rec.value)
                 except DecodeError:
                     continue
-                core.fold(etype, body)
+                for etype, body in facts:
+                    core.fold(etype, body)
             at[tp] = stop
             if stop >= ends[tp]:
                 todo[i] = todo[-1]
@@ -492,19 +499,22 @@ class MemoryRunner:
         if self.redeliver and self.rng.random() < self.redeliver:
             node.fetch[tp] = node.positions[tp] = offset  # delivered again later
         try:
-            etype, body = self.codec.decode(rec.value)
+            facts = self.codec.decode_each(rec.value)
         except DecodeError as exc:
             self._dead_letter(node, rec, str(exc))
             return True
+        etype = facts[0][0]
         if etype not in node.expected[tp[0]]:
             self._dead_letter(node, rec, f"{etype} does not belong on topic {tp[0]}")
             return True
         if self.trace is not None:
             self.trace.append(Delivery(self.now, node.name, tp[0], tp[1], rec.offset, etype))
         node.handled += 1
-        if not self._call(node, f"handling {etype} {tp[0]}[{tp[1]}]@{rec.offset}",
-                          lambda core: core.handle(etype, body, self.now)):
-            self._dead_letter(node, rec, f"handler failed: {self.errors[-1]}")
+        for _, body in facts:  # a joined TaskStateChanged: one call per job, in order
+            if not self._call(node, f"handling {etype} {tp[0]}[{tp[1]}]@{rec.offset}",
+                              partial(_handle, etype=etype, body=body, now=self.now)):
+                self._dead_letter(node, rec, f"handler failed: {self.errors[-1]}")
+                break
         return True
 
     def _call(self, node: _Node, what: str, call: Callable[[Any], list[Event]]) -> bool:
@@ -541,3 +551,9 @@ class MemoryRunner:
 
     def close(self) -> None:
         self._loop.close()
+
+
+def _handle(core: Any, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+    """One fact handed to a core (`_deliver`: a record may hold several)."""
+    out: list[Event] = core.handle(etype, body, now)
+    return out

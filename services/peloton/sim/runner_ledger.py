@@ -103,13 +103,13 @@ class LogLedger:
             if at >= len(log):
                 continue
             for rec in log[at:]:
-                etype, body = codec.decode(rec.value)
-                if etype == "TaskStateChanged":
-                    self._changes(body)
-                elif etype == "JobRejected" and body["job_id"] in self.jobs:
-                    self.rejected[body["job_id"]] = list(body["reasons"])
-                elif etype == "EntitlementUpdated":
-                    self._entitlement(body)
+                for etype, body in codec.decode_each(rec.value):  # joined: one per job
+                    if etype == "TaskStateChanged":
+                        self._changes(body)
+                    elif etype == "JobRejected" and body["job_id"] in self.jobs:
+                        self.rejected[body["job_id"]] = list(body["reasons"])
+                    elif etype == "EntitlementUpdated":
+                        self._entitlement(body)
             self._at[tp] = len(log)
 
     def _entitlement(self, body: dict[str, Any]) -> None:
