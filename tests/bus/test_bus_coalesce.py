@@ -43,8 +43,8 @@ def job_state(job_id: str, state: str = "RUNNING") -> tuple[str, bytes, bytes]:
     return TOPIC, record_key("JobStateChanged", body), CODEC.encode("JobStateChanged", body)
 
 
-def facts(records: list[tuple[str, bytes, bytes]]) -> list[tuple[str, dict[str, Any]]]:
-    return [f for _, _, v in records for f in CODEC.decode_each(v)]
+def facts(records: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [f for r in records for f in CODEC.decode_each(r[2])]
 
 
 def one_partition(n: int) -> list[str]:
@@ -66,8 +66,8 @@ def test_three_jobs_of_one_partition_become_one_record_read_back_as_three_facts(
     sent = [part(j, (0, "RUNNING"), (1, "READY"), at=i) for i, j in enumerate(jobs)]
     out = coalesce(sent, JOINER, lambda t: 4)
     assert len(out) == 1
-    name, key, value = out[0]
-    assert (name, key) == (TOPIC, jobs[0].encode())
+    name, key, value, partition = out[0]
+    assert (name, key, partition) == (TOPIC, jobs[0].encode(), 0)
     assert value[:10] == CODEC.header(TSC)
     assert facts(out) == facts(sent)
     assert [b["job_id"] for _, b in facts(out)] == jobs
@@ -91,7 +91,7 @@ def test_a_job_record_sent_between_two_of_its_parts_keeps_them_apart() -> None:
             part(a, (0, "RUNNING")), part(b, (0, "RUNNING"))]
     out = coalesce(sent, JOINER, lambda t: 4)
     # a's RUNNING may not go before a's JobStateChanged: it opens the next group
-    assert [[(t, b_["job_id"]) for t, b_ in CODEC.decode_each(v)] for _, _, v in out] == [
+    assert [[(t, b_["job_id"]) for t, b_ in CODEC.decode_each(v)] for _, _, v, _ in out] == [
         [(TSC, a), (TSC, b)], [("JobStateChanged", a)], [(TSC, a), (TSC, b)]]
 
 
@@ -99,20 +99,20 @@ def test_records_of_other_topics_and_unknown_partition_counts_pass_as_they_are()
     jobs = one_partition(3)
     other = ("job-submitted", b"k", CODEC.encode("JobSubmitted", eb.job_submitted("x")))
     sent = [part(jobs[0], (0, "READY")), other, part(jobs[1], (0, "READY"))]
-    assert coalesce(sent, JOINER, lambda t: None) == sent
+    assert coalesce(sent, JOINER, lambda t: None) == [(*r, None) for r in sent]
     out = coalesce(sent, JOINER, lambda t: 4 if t == TOPIC else None)
-    assert out[1] == other and len(out) == 2
+    assert out[1] == (*other, None) and len(out) == 2
 
 
 def test_a_group_is_cut_at_its_part_and_byte_limits() -> None:
     jobs = one_partition(7)
     sent = [part(j, (0, "READY")) for j in jobs]
     small = Joiner(JOINER.part_header, JOINER.joined_header, max_parts=3)
-    assert [len(CODEC.decode_each(v)) for _, _, v in coalesce(sent, small, lambda t: 4)] \
+    assert [len(CODEC.decode_each(v)) for _, _, v, _ in coalesce(sent, small, lambda t: 4)] \
         == [3, 3, 1]
     largest = max(len(v) for _, _, v in sent)
     tight = Joiner(JOINER.part_header, JOINER.joined_header, max_bytes=2 * largest)
-    assert [len(CODEC.decode_each(v)) for _, _, v in coalesce(sent, tight, lambda t: 4)] \
+    assert [len(CODEC.decode_each(v)) for _, _, v, _ in coalesce(sent, tight, lambda t: 4)] \
         == [2, 2, 2, 1]
 
 
@@ -159,16 +159,18 @@ def _records(plan: list[tuple[str, str, int]]) -> list[tuple[str, bytes, bytes]]
     return out
 
 
-def _per_key(records: list[tuple[str, bytes, bytes]], count: int
-             ) -> dict[tuple[str, str], list[Any]]:
-    """Each job's facts on job-events, and the other topic's records, in order."""
+def _per_key(records: list[Any], count: int) -> dict[tuple[str, str], list[Any]]:
+    """Each job's facts on job-events, and the other topic's records, in order; every
+    fact in its record's partition (the one `coalesce` gave, where it gave one)."""
     seen: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    for name, key, value in records:
+    for name, key, value, *placed in records:
         if name != TOPIC:
             seen[(name, "")].append(value)
             continue
+        partition = partition_for(key, count)
+        assert placed in ([], [partition])
         for etype, body in CODEC.decode_each(value):
-            assert partition_for(body["job_id"].encode(), count) == partition_for(key, count)
+            assert partition_for(body["job_id"].encode(), count) == partition
             seen[(name, body["job_id"])].append((etype, body))
     return seen
 
@@ -182,7 +184,7 @@ def test_coalesce_keeps_every_fact_once_in_its_partition_and_each_jobs_order(
     out = coalesce(sent, joiner, lambda t: count)
     assert out == coalesce(sent, joiner, lambda t: count)  # deterministic
     assert _per_key(out, count) == _per_key(sent, count)
-    assert all(len(CODEC.decode_each(v)) <= max_parts for t, _, v in out if t == TOPIC)
+    assert all(len(CODEC.decode_each(v)) <= max_parts for t, _, v, _ in out if t == TOPIC)
     assert len(out) <= len(sent)
 
 

@@ -41,8 +41,8 @@ from peloton.bus.catalog import topic_for_event
 from peloton.bus.routing import partition_for
 from peloton.model.joinedchanges import JOINED_EVENT as EVENT
 
-__all__ = ["EVENT", "TOPIC", "PART_VERSION", "MAX_PARTS", "MAX_BYTES", "Joiner", "coalesce",
-           "joiner_for", "write_version", "zigzag"]
+__all__ = ["EVENT", "TOPIC", "PART_VERSION", "MAX_PARTS", "MAX_BYTES", "Joiner", "Outgoing",
+           "Placed", "coalesce", "joiner_for", "write_version", "zigzag"]
 
 #: the topic whose records are joined (TaskStateChanged's)
 TOPIC = topic_for_event(EVENT).name
@@ -53,6 +53,9 @@ MAX_BYTES = 256 * 1024
 
 Outgoing = tuple[str, bytes, bytes]
 """A record to send: (topic, key, value)."""
+Placed = tuple[str, bytes, bytes, int | None]
+"""A record to send and its partition, where `coalesce` computed it (None: the
+producer's partitioner decides)."""
 
 
 def write_version(event_type: str, body: dict[str, Any]) -> int | None:
@@ -106,35 +109,37 @@ class Joiner:
 class _Group:
     at: int  # index of the group's slot in the output
     key: bytes
+    partition: int
     parts: list[bytes] = field(default_factory=list)
     size: int = 0
     blocked: set[bytes] = field(default_factory=set)  # keys sent since the group opened
 
 
 def coalesce(records: Sequence[Outgoing], joiner: Joiner,
-             partitions: Callable[[str], int | None]) -> list[Outgoing]:
+             partitions: Callable[[str], int | None]) -> list[Placed]:
     """Join the parts among `records` (sent in this order) per partition (see the module
-    doc). `partitions(topic)` is the topic's partition count, None if not known yet (its
-    records are then left as they are)."""
-    out: list[Outgoing | _Group] = []
-    groups: dict[tuple[str, int], _Group] = {}
+    doc), each with the partition computed for it (the producer's own partitioner need
+    not hash its key again). `partitions(topic)` is the topic's partition count, None if
+    not known yet (its records are then left as they are)."""
+    out: list[Placed | _Group] = []
+    groups: dict[int, _Group] = {}
     for topic, key, value in records:
         count = partitions(topic) if topic == TOPIC else None
         if count is None:
-            out.append((topic, key, value))
+            out.append((topic, key, value, None))
             continue
-        tp = (topic, partition_for(key, count))
-        group = groups.get(tp)
+        partition = partition_for(key, count)
+        group = groups.get(partition)
         if not joiner.is_part(topic, value):
-            out.append((topic, key, value))
+            out.append((topic, key, value, partition))
             if group is not None:
                 group.blocked.add(key)
             continue
         if (group is None or key in group.blocked or len(group.parts) >= joiner.max_parts
                 or group.size + len(value) > joiner.max_bytes):
-            group = groups[tp] = _Group(len(out), key)
+            group = groups[partition] = _Group(len(out), key, partition)
             out.append(group)
         group.parts.append(value)
         group.size += len(value)
-    return [(TOPIC, r.key, joiner.join(r.parts)) if isinstance(r, _Group) else r
-            for r in out]
+    return [(TOPIC, r.key, joiner.join(r.parts), r.partition) if isinstance(r, _Group)
+            else r for r in out]

@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from peloton.bus.coalesce import TOPIC as JOINED_TOPIC
-from peloton.bus.coalesce import coalesce, joiner_for, write_version
+from peloton.bus.coalesce import Placed, coalesce, joiner_for, write_version
 from peloton.bus.codec import Codec
 from peloton.bus.devbroker import producer_settings
 from peloton.bus.kafkaconfig import client_settings
@@ -83,6 +83,7 @@ class Publisher:
         producer = self._producer
         assert producer is not None
         try:
+            placed: Sequence[Placed] = [(t, k, v, None) for t, k, v in records]
             if any(t == JOINED_TOPIC for t, _, _ in records):
                 if producer.client.cluster.partitions_for_topic(JOINED_TOPIC) is None:
                     await producer.partitions_for(JOINED_TOPIC)  # metadata, once
@@ -91,9 +92,9 @@ class Publisher:
                     known = producer.client.cluster.partitions_for_topic(name)
                     return len(known) if known else None
 
-                records = coalesce(records, self._joiner, partitions)
-            futures: list[Any] = [await producer.send(t, value=v, key=k)
-                                  for t, k, v in records]
+                placed = coalesce(records, self._joiner, partitions)
+            futures: list[Any] = [await producer.send(t, value=v, key=k, partition=p)
+                                  for t, k, v, p in placed]
             metas = await asyncio.gather(*futures)
         except KafkaError as exc:
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc

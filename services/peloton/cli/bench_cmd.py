@@ -86,6 +86,22 @@ def register(app: typer.Typer) -> typer.Typer:
             result = intake_bench(records, repeats, progress=update)
         show(result, output, "intake")
 
+    @bench.command("joined")
+    def joined_cmd(facts: Annotated[int, typer.Option(
+                       min=1, help="TaskStateChanged facts in each log")] = 100_000,
+                   batch: Annotated[int, typer.Option(
+                       min=1, help="facts the job manager publishes together")] = 32,
+                   repeats: Annotated[int, typer.Option(
+                       min=1, help="rounds (the best of each log is shown)")] = 2,
+                   output: Output = "table") -> None:
+        """CPU per fact a reader of job-events pays (the shells' intake and driver), a
+        record per job's TaskStateChanged against joined records, side by side."""
+        from peloton.bus.joinedbench import joined_bench
+
+        with _bar("joined") as update:
+            result = joined_bench(facts, batch, repeats, progress=update)
+        show(result, output, "joined")
+
     @bench.command("burst")
     def burst_cmd(
         jobs: int = 5_000, hosts: int = 50,

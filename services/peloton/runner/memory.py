@@ -206,10 +206,11 @@ class MemoryRunner:
         encoded = [(*record_target(ev),
                     self.codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
                    for ev in events]
-        for name, key, value in coalesce(encoded, self._joiner,
-                                         lambda t: topic(t).partitions):
+        for name, key, value, partition in coalesce(encoded, self._joiner,
+                                                    lambda t: topic(t).partitions):
             spec = topic(name)
-            tp = (spec.name, partition_for(key, spec.partitions))
+            tp = (spec.name, partition_for(key, spec.partitions) if partition is None
+                  else partition)
             offset = self._append(tp, key, value, producer)
             if node is not None and spec.name in node.own:
                 node.positions[tp] = offset + 1
