@@ -55,21 +55,20 @@ class BodyReader:
 
     def __init__(self, writer: Any, reader: Any | None = None,
                  prepared: bool | None = None) -> None:
-        self.writer, self.reader = writer, reader
         self._appended = None if reader is None else appended_defaults(writer, reader)
         if self._appended is not None:
-            reader = None
+            reader = None  # read as written; the appended defaults are set after
+        self.writer, self.reader = writer, reader
         self._named: dict[str, dict[str, Any]] = {"writer": {}, "reader": {}}
         self._writer = parse_schema(writer, self._named["writer"])
         self._reader = None if reader is None else parse_schema(reader, self._named["reader"])
-        self._resolve_to = reader
         self.prepared = prepared_calls_work() if prepared is None else prepared
 
     def read(self, stream: io.BytesIO) -> Any:
         if self.prepared:
             body = _read_body(stream, self._writer, self._named, self._reader, _READ_OPTIONS)
         else:
-            body = fastavro.schemaless_reader(stream, self.writer, self._resolve_to)
+            body = fastavro.schemaless_reader(stream, self.writer, self.reader)
         if self._appended is not None:
             for name, default in self._appended:
                 body[name] = copy.copy(default)  # a fresh [] or {} per record

@@ -27,9 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from peloton.bus.coalesce import TOPIC
+
 __all__ = ["joined_bench", "LOGS"]
 
-TOPIC = "job-events"
 LOGS = ("a record per job", "joined")
 
 

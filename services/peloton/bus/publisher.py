@@ -29,7 +29,7 @@ from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.keys import record_target
 from peloton.model.event import Event
 
-__all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS"]
+__all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS", "encode_events"]
 
 #: how long the producer waits to fill a request. Each produce request costs the broker
 #: far more than its records (the dev broker: about a millisecond); side by side at
@@ -39,6 +39,14 @@ __all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS"]
 LINGER_MS = 10
 
 Delivered = tuple[str, int, int]
+
+
+def encode_events(codec: Codec, events: Sequence[Event]) -> list[tuple[str, bytes, bytes]]:
+    """The (topic, key, value) records of `events` as the shell writes them (a single
+    job's TaskStateChanged as its part version, `peloton.bus.coalesce`); raises
+    `EncodeError` (or `KeyError` for a type no topic carries)."""
+    return [(*record_target(ev), codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
+            for ev in events]
 
 
 class PublishError(RuntimeError):
@@ -70,9 +78,7 @@ class Publisher:
     def encode(self, events: Sequence[Event]) -> list[tuple[str, bytes, bytes]]:
         """The (topic, key, value) records of `events`; raises `EncodeError` (or
         `KeyError` for a type no topic carries) before anything is sent."""
-        return [(*record_target(ev),
-                 self.codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
-                for ev in events]
+        return encode_events(self.codec, events)
 
     async def publish(self, events: Sequence[Event]) -> list[Delivered]:
         return await self.send_all(self.encode(events))
@@ -85,14 +91,12 @@ class Publisher:
         try:
             placed: Sequence[Placed] = [(t, k, v, None) for t, k, v in records]
             if any(t == JOINED_TOPIC for t, _, _ in records):
-                if producer.client.cluster.partitions_for_topic(JOINED_TOPIC) is None:
-                    await producer.partitions_for(JOINED_TOPIC)  # metadata, once
-
-                def partitions(name: str) -> int | None:
-                    known = producer.client.cluster.partitions_for_topic(name)
-                    return len(known) if known else None
-
-                placed = coalesce(records, self._joiner, partitions)
+                known = producer.client.cluster.partitions_for_topic(JOINED_TOPIC)
+                if known is None:
+                    known = await producer.partitions_for(JOINED_TOPIC)  # metadata, once
+                count = len(known) if known else None
+                placed = coalesce(records, self._joiner,
+                                  lambda name: count if name == JOINED_TOPIC else None)
             futures: list[Any] = [await producer.send(t, value=v, key=k, partition=p)
                                   for t, k, v, p in placed]
             metas = await asyncio.gather(*futures)

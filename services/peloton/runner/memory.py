@@ -15,10 +15,11 @@ from typing import Any
 from peloton.agent.app import AgentConfig, AgentCore
 from peloton.bus import catalog
 from peloton.bus.catalog import DEAD_LETTER, INTERNAL_TOPICS, TOPICS, topic
-from peloton.bus.coalesce import coalesce, joiner_for, write_version
+from peloton.bus.coalesce import coalesce, joiner_for
 from peloton.bus.codec import Codec, DecodeError, default_codec
 from peloton.bus.deadletter import dead_letter
 from peloton.bus.keys import record_target
+from peloton.bus.publisher import encode_events
 from peloton.bus.routing import partition_for
 from peloton.bus.service import ServiceCore
 from peloton.model.event import Event
@@ -203,9 +204,7 @@ class MemoryRunner:
         match its schema raises EncodeError here), each in the partition its record key
         hashes to."""
         node = self.nodes.get(producer)
-        encoded = [(*record_target(ev),
-                    self.codec.encode(ev.type, ev.body, write_version(ev.type, ev.body)))
-                   for ev in events]
+        encoded = encode_events(self.codec, events)
         for name, key, value, partition in coalesce(encoded, self._joiner,
                                                     lambda t: topic(t).partitions):
             spec = topic(name)
