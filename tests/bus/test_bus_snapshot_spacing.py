@@ -41,16 +41,20 @@ async def test_a_costly_snapshot_spaces_the_next_by_its_cost(fresh_broker: str) 
                         snapshot_interval_s=0.001)
     await driver.rebuild()
     await driver.start_live()
+    began = time.monotonic()
     await submit(fresh_broker, [f"job-{i}" for i in range(4)])
     await consume_live(driver, fresh_broker)  # the records trigger fires once
+    snapshotted_within_s = time.monotonic() - began
     assert await manifests(fresh_broker) == 1
     await submit(fresh_broker, [f"job-{i}" for i in range(4, 8)])
     await consume_live(driver, fresh_broker)  # past the count again, but too soon
     assert driver.folded_since_snapshot >= 2
     assert not driver.snapshot_due() and not driver.snapshot_affordable()
     assert await manifests(fresh_broker) == 1
-    cost_s = driver._snapshot_cost_s  # the build's time counts, though a child did it
-    assert COST_S <= cost_s < 10 * COST_S
+    # the build's time counts, though a child did it; and only the snapshot's time (a
+    # busy machine may stretch it: forking a large process, waiting for a core)
+    cost_s = driver._snapshot_cost_s
+    assert COST_S <= cost_s < snapshotted_within_s
     time.sleep(cost_s / SNAPSHOT_SHARE)
     assert driver.snapshot_affordable() and driver.snapshot_due()
     assert await driver.snapshot()
@@ -64,8 +68,10 @@ async def test_cheap_snapshots_follow_the_record_count(fresh_broker: str) -> Non
     await driver.rebuild()
     await driver.start_live()
     assert await driver.snapshot()  # the first forks (its size is not known yet): ~10 ms
-    time.sleep(driver._snapshot_cost_s / SNAPSHOT_SHARE)
     for batch in range(3):  # small: written in the loop, in well under a millisecond
+        # the spacing the last snapshot asks for (milliseconds, unless a busy machine
+        # stretched its build): every second record then writes one
+        time.sleep(driver._snapshot_cost_s / SNAPSHOT_SHARE)
         await submit(fresh_broker, [f"job-{batch}-{i}" for i in range(2)])
         await consume_live(driver, fresh_broker)
     await driver.stop()
