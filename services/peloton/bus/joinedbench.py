@@ -98,10 +98,12 @@ async def _produce(broker: str, n: int, batch: int, join: bool, seed: int) -> in
     from aiokafka import AIOKafkaProducer
 
     from peloton.bus.catalog import topic
-    from peloton.bus.coalesce import PART_VERSION, coalesce, joiner_for
+    from peloton.bus.coalesce import coalesce, joiner_for
     from peloton.bus.codec import default_codec
     from peloton.bus.devbroker import producer_settings
     from peloton.bus.faustapp import ensure_topics
+    from peloton.bus.publisher import encode_events
+    from peloton.model.event import Event
 
     codec = default_codec()
     joiner = joiner_for(codec)
@@ -113,9 +115,8 @@ async def _produce(broker: str, n: int, batch: int, join: bool, seed: int) -> in
     try:
         facts = _facts(n, seed)
         for i in range(0, n, batch):
-            out = [(TOPIC, b["job_id"].encode(), codec.encode("TaskStateChanged", b,
-                                                              PART_VERSION))
-                   for b in facts[i:i + batch]]
+            out = encode_events(codec, [Event("TaskStateChanged", b["job_id"], b)
+                                        for b in facts[i:i + batch]])
             placed = coalesce(out, joiner, lambda _t: count) if join else \
                 [(*r, None) for r in out]
             sent = [await producer.send(t, value=v, key=k, partition=p)

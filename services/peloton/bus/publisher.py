@@ -89,7 +89,7 @@ class Publisher:
         producer = self._producer
         assert producer is not None
         try:
-            placed: Sequence[Placed] = [(t, k, v, None) for t, k, v in records]
+            placed: Sequence[Placed]
             if any(t == JOINED_TOPIC for t, _, _ in records):
                 known = producer.client.cluster.partitions_for_topic(JOINED_TOPIC)
                 if known is None:
@@ -97,6 +97,8 @@ class Publisher:
                 count = len(known) if known else None
                 placed = coalesce(records, self._joiner,
                                   lambda name: count if name == JOINED_TOPIC else None)
+            else:
+                placed = [(t, k, v, None) for t, k, v in records]
             futures: list[Any] = [await producer.send(t, value=v, key=k, partition=p)
                                   for t, k, v, p in placed]
             metas = await asyncio.gather(*futures)
