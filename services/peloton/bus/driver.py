@@ -58,6 +58,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from peloton.bus import snapshotfork
+from peloton.bus.brokercounts import broker_partition_counts
 from peloton.bus.catalog import DEAD_LETTER, SNAPSHOT_TOPICS, snapshot_topic
 from peloton.bus.codec import Codec, DecodeError, EncodeError
 from peloton.bus.deadletter import dead_letter
@@ -153,6 +154,7 @@ class CoreDriver:
         # replay topics the core does not consume live: only its own output lands there,
         # so their position is what this shell delivered (see `_advance_own`)
         self._own = set(core.replay) - set(core.inputs)
+        self._partition_counts: dict[str, int] | None = None  # `_tell_partitions`
 
     # ---- properties of the core ---------------------------------------------------------
     @property
@@ -187,6 +189,7 @@ class CoreDriver:
         `after_replay` raises, the core is rebuilt once more without it (a core as the log
         says, no backlog): a start never crashes on it."""
         folded = await self._rebuild(read_topic)
+        await self._tell_partitions()
         self.backlog = []
         if not decide:
             return folded
@@ -198,7 +201,20 @@ class CoreDriver:
             self.backlog = []
             if self.core.replay:
                 folded = await self._rebuild(read_topic=False)
+                await self._tell_partitions()
         return folded
+
+    async def _tell_partitions(self) -> None:
+        """Tell a core that asks (`partitions_known`) its input topics' partition counts on
+        the broker (`peloton.bus.brokercounts`), asked once per driver: counts never shrink
+        and a grown topic is seen at the next start."""
+        tell = getattr(self.core, "partitions_known", None)
+        if tell is None:
+            return
+        if self._partition_counts is None:
+            self._partition_counts = await broker_partition_counts(self.bootstrap,
+                                                                   self.core.inputs)
+        tell(self._partition_counts)
 
     async def _rebuild(self, read_topic: bool) -> int:
         started = time.monotonic()

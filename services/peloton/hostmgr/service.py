@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -26,12 +27,14 @@ HOSTS_SILENCE_HELD.set_function(
     lambda: sum(c._held[0] for c in list(_LIVE) if c._held is not None))
 
 
-def heartbeat_partition() -> ZoneOf:
+def heartbeat_partition(count: int | None = None) -> ZoneOf:
     """A host's zone for the mass-silence guard: the partition of host-registered its
-    heartbeats are written to (the catalog's count: the agents' producers partition by
-    the broker's, the same unless the topic was created with another); None with one
-    partition (one zone: the cluster)."""
-    count = topic("host-registered").partitions
+    heartbeats are written to, of `count` partitions (the agents' producers partition by
+    the broker's count, which the shell tells the core at start, `partitions_known`; the
+    catalog's until then, and in the in-memory runner, which partitions by it); None with
+    one partition (one zone: the cluster)."""
+    if count is None:
+        count = topic("host-registered").partitions
     if count < 2:
         return None
 
@@ -70,6 +73,14 @@ class HostManagerCore:
         self._held: tuple[int, int] | None = None
         self._zones: tuple[int, ...] = ()
         _LIVE.add(self)
+
+    def partitions_known(self, counts: Mapping[str, int]) -> None:
+        """The broker's partition counts of our inputs (the shell, at each rebuild): the
+        mass-silence zones follow host-registered's, which is the catalog's unless the
+        topic was created with another (`peloton.bus.brokercounts`)."""
+        count = counts.get("host-registered")
+        if count is not None:
+            self.book.zone_of = heartbeat_partition(count)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.fold(etype, body)

@@ -1,0 +1,62 @@
+"""The partition counts topics have on the broker, for cores that group by partition.
+
+The catalog's counts (`peloton.bus.partitions`: defaults, overridden by the environment)
+are only what a topic is created with; a topic that already exists keeps its own count,
+and the producers partition by that one (murmur2 of the key mod the broker's count). A
+core that groups its keys by the partition they land in (the host manager's mass-silence
+zones: the partitions of host-registered) asks for the real count: the shell tells it
+(`tell_partitions`, called by `CoreDriver.rebuild`) through the core's optional
+`partitions_known(counts)`. A count that differs from the catalog's is logged once per
+process and topic, with what it means.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+
+from aiokafka import AIOKafkaConsumer
+
+from peloton.bus.catalog import topic
+from peloton.bus.devbroker import consumer_settings
+from peloton.bus.kafkaconfig import client_settings
+
+__all__ = ["broker_partition_counts", "differences"]
+
+log = logging.getLogger(__name__)
+
+_warned: set[tuple[str, int, int]] = set()
+
+
+async def broker_partition_counts(bootstrap: str, topics: Collection[str]) -> dict[str, int]:
+    """{topic: its partition count on the broker} for those of `topics` that exist."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                **consumer_settings(), **client_settings())  # type: ignore[arg-type]
+    await consumer.start()
+    try:
+        await consumer.topics()  # loads the metadata of every topic
+        counts = {t: len(consumer.partitions_for_topic(t) or ()) for t in topics}
+    finally:
+        await consumer.stop()
+    counts = {t: n for t, n in counts.items() if n}
+    for name, broker, catalog in differences(counts):
+        if (name, broker, catalog) not in _warned:
+            _warned.add((name, broker, catalog))
+            log.warning("topic %s has %d partitions on the broker, the catalog's setting "
+                        "is %d (PELOTON_TOPIC_PARTITIONS): a topic keeps the count it was "
+                        "created with; what groups keys by partition follows the broker's",
+                        name, broker, catalog)
+    return counts
+
+
+def differences(counts: dict[str, int]) -> list[tuple[str, int, int]]:
+    """(topic, broker's count, catalog's count) of each catalog topic whose counts differ."""
+    found = []
+    for name, n in sorted(counts.items()):
+        try:
+            catalog = topic(name).partitions
+        except KeyError:  # not a catalog topic (a snapshot topic, a test's own)
+            continue
+        if n != catalog:
+            found.append((name, n, catalog))
+    return found
