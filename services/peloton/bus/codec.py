@@ -17,7 +17,6 @@ a prepared writer per version).
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -146,14 +145,12 @@ class Codec:
         writer = self._by_fp.get(fp)
         if writer is None:
             raise DecodeError(f"unknown schema fingerprint {fp.hex()}")
-        stream = io.BytesIO(data)
-        stream.seek(10)
         try:
-            body = self._readers[fp].read(stream)
+            body, end = self._readers[fp].read_at(data, 10)
         except Exception as exc:  # fastavro raises many types on corrupt bodies
             raise DecodeError(f"{writer.name}: corrupt body ({type(exc).__name__}: {exc})") from exc
-        if stream.tell() != len(data):
-            raise DecodeError(f"{writer.name}: {len(data) - stream.tell()} trailing bytes")
+        if end != len(data):
+            raise DecodeError(f"{writer.name}: {len(data) - end} trailing bytes")
         return writer.name, body  # type: ignore[return-value]
 
     def decode_each(self, data: bytes | None) -> list[tuple[str, dict[str, Any]]]:
