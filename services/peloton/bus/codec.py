@@ -12,7 +12,8 @@ dead-letter record; encoding a body that does not match its schema raises `Encod
 
 Speed: every schema is parsed once, when the codec is made; a record costs only its body
 (`peloton.bus.avrocalls`: prepared readers per writer version, resolved to the newest, and
-a prepared writer per version).
+a prepared writer per version; both run code generated for the schema where it is exact,
+`peloton.bus.avrocompiled`).
 """
 
 from __future__ import annotations
