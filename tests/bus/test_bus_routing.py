@@ -132,3 +132,20 @@ def test_a_lost_host_goes_whole_to_the_partition_of_its_host() -> None:
     [part] = split(HOST_ROUTE, "HostLost", body)
     assert part.body == body and part.key == "host-7" and part.topic == "hostmgr-inbox"
     check_event(part)
+
+
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=30), st.integers(1, 64))
+def test_the_producers_partitioner_is_kafkas_default_with_a_memory(keys: list[bytes],
+                                                                  count: int) -> None:
+    """`key_partitioner` (every shell's producer) puts a keyed record where aiokafka's
+    default partitioner puts it, asked again and again (the remembered answers)."""
+    from aiokafka.partitioner import DefaultPartitioner, murmur2
+
+    from peloton.bus.publisher import key_partitioner
+
+    partitions = list(range(100, 100 + count))  # ids, not positions
+    for key in keys + keys:
+        want = DefaultPartitioner()(key, partitions, partitions)
+        assert key_partitioner(key, partitions, partitions) == want
+        assert partition_for(key, count) == (murmur2(key) & 0x7FFFFFFF) % count
+    assert key_partitioner(None, partitions, partitions[:1]) == partitions[0]

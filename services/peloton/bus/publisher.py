@@ -15,6 +15,7 @@ job-events pay per record, and a decided batch changes tasks of many jobs.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from peloton.bus.codec import Codec
 from peloton.bus.devbroker import producer_settings
 from peloton.bus.kafkaconfig import client_settings
 from peloton.bus.keys import record_target
+from peloton.bus.routing import partition_for
 from peloton.model.event import Event
 
 __all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS", "encode_events"]
@@ -49,6 +51,16 @@ def encode_events(codec: Codec, events: Sequence[Event]) -> list[tuple[str, byte
             for ev in events]
 
 
+def key_partitioner(key: bytes | None, all_partitions: list[int],
+                    available: list[int]) -> int:
+    """aiokafka's default partitioner with `partition_for`'s memory (`partitioner=` of a
+    producer): a keyed record goes to murmur2(key) mod the topic's partition count, a
+    keyless one to a random available partition."""
+    if key is None:
+        return random.choice(available or all_partitions)
+    return all_partitions[partition_for(key, len(all_partitions))]
+
+
 class PublishError(RuntimeError):
     """The broker did not take a record (the events may be partly in the log)."""
 
@@ -66,6 +78,7 @@ class Publisher:
         if self._producer is None:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, max_request_size=16 << 20,
+                partitioner=key_partitioner,
                 **producer_settings(), **client_settings())  # type: ignore[arg-type]
             await producer.start()
             self._producer = producer
