@@ -120,11 +120,13 @@ def _union_branch(schema: list[Any]) -> tuple[int, Any]:
 
 
 class _Gen:
-    """Generated source: one function per named record (`w_<n>` or `r_<n>`)."""
+    """Generated source: one function per named record, the code of every other value
+    inline (`emit` dispatches on the type to the subclass's method of that name)."""
 
-    def __init__(self, named: dict[str, Any], prefix: str) -> None:
+    prefix = ""
+
+    def __init__(self, named: dict[str, Any]) -> None:
         self.named = named
-        self.prefix = prefix
         self.functions: dict[str, str] = {}  # record full name -> function name
         self.sources: list[str] = []
         self.consts: dict[str, Any] = {}
@@ -150,87 +152,130 @@ class _Gen:
             return schema
         return None
 
-    def function(self, record: dict[str, Any], body: Callable[[dict[str, Any], str], None]
-                 ) -> str:
+    def function(self, record: dict[str, Any]) -> str:
+        """The generated function of a named record (generated at its first use)."""
         name = record["name"]
         full = name if "." in name else f"{record.get('namespace', '')}.{name}"
         fn = self.functions.get(full)
         if fn is None:
             fn = self.functions[full] = f"{self.prefix}_{len(self.functions)}"
-            body(record, fn)
+            self.sources.append("\n".join(self.record(record, fn)))
         return fn
 
+    def emit(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        """Lines for a value `v` of `schema`, indented by `ind`, appended to `out`."""
+        record = self.record_of(schema)
+        if record is not None:
+            self.call(self.function(record), v, out, ind)
+            return
+        if isinstance(schema, str):
+            kind = schema
+        elif isinstance(schema, list):
+            kind = "union"
+        elif logical := schema.get("logicalType"):
+            raise _Unsupported(f"logical type {logical}")
+        else:
+            kind = str(schema["type"])
+        if kind not in _KINDS:
+            raise _Unsupported(kind)
+        getattr(self, f"k_{kind}")(schema, v, out, ind)
 
-def _type_of(schema: Any) -> str:
-    if isinstance(schema, str):
-        return schema
-    if isinstance(schema, list):
-        return "union"
-    if logical := schema.get("logicalType"):
-        raise _Unsupported(f"logical type {logical}")
-    return str(schema["type"])
+    def call(self, fn: str, v: str, out: list[str], ind: str) -> None:
+        raise NotImplementedError
+
+    def record(self, record: dict[str, Any], fn: str) -> list[str]:
+        raise NotImplementedError
+
+    def build(self, schema: Any, entry: Callable[[str], str],
+              space: dict[str, Any]) -> Callable[..., Any] | None:
+        """The entry function (`entry(top record's function)` is its source) compiled with
+        the generated functions in `space`; None if the schema is not covered."""
+        try:
+            record = self.record_of(schema)
+            if record is None:
+                return None
+            top = self.function(record)
+        except _Unsupported:
+            return None
+        self.sources.append(entry(top))
+        space = {"Unfit": Unfit, **space, **self.consts}
+        label = f"<avro {self.prefix} {record['name']}>"
+        exec(compile("\n\n".join(self.sources), label, "exec"), space)
+        return space["entry"]  # type: ignore[no-any-return]
+
+
+_KINDS = (*_PRIMITIVES, "array", "map", "union")
 
 
 # ---- writing ----------------------------------------------------------------------------
 
 class _WriterGen(_Gen):
-    def write(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        """Lines appending the encoding of local `v` (of `schema`) with `a`."""
-        record = self.record_of(schema)
-        if record is not None:
-            out.append(f"{ind}{self.function(record, self._record)}({v}, a)")
-            return
-        kind = _type_of(schema)
-        if kind == "null":
-            out.append(f"{ind}if {v} is not None: raise Unfit({v!r})")
-        elif kind == "boolean":
-            out.append(f"{ind}if type({v}) is not bool: raise Unfit({v!r})")
-            out.append(f"{ind}a(TRUE if {v} else B0)")
-        elif kind in ("int", "long"):
-            lo, hi = _INT if kind == "int" else _LONG
-            out.append(f"{ind}if type({v}) is not int or not {lo} <= {v} <= {hi}: "
-                       f"raise Unfit({v!r})")
-            out.append(f"{ind}a(POS[{v}] if 0 <= {v} < {_TABLE} else long_bytes({v}))")
-        elif kind == "double":
-            out.append(f"{ind}if type({v}) is not float and type({v}) is not int: "
-                       f"raise Unfit({v!r})")
-            out.append(f"{ind}a(pack_double({v}))")
-        elif kind == "string":
-            out.append(f"{ind}if type({v}) is not str: raise Unfit({v!r})")
-            out.append(f"{ind}a(strings.get({v}) or string_bytes({v}))")
-        elif kind == "bytes":
-            out.append(f"{ind}if type({v}) is not bytes: raise Unfit({v!r})")
-            out.append(f"{ind}a(long_bytes(len({v}))); a({v})")
-        elif kind == "array":
-            item = self.var()
-            out.append(f"{ind}if type({v}) is not list: raise Unfit({v!r})")
-            out.append(f"{ind}if {v}:")
-            out.append(f"{ind}    a(long_bytes(len({v})))")
-            out.append(f"{ind}    for {item} in {v}:")
-            self.write(schema["items"], item, out, ind + "        ")
-            out.append(f"{ind}a(B0)")
-        elif kind == "map":
-            key, item = self.var(), self.var()
-            out.append(f"{ind}if type({v}) is not dict: raise Unfit({v!r})")
-            out.append(f"{ind}if {v}:")
-            out.append(f"{ind}    a(long_bytes(len({v})))")
-            out.append(f"{ind}    for {key}, {item} in {v}.items():")
-            self.write("string", key, out, ind + "        ")
-            self.write(schema["values"], item, out, ind + "        ")
-            out.append(f"{ind}a(B0)")
-        elif kind == "union":
-            null, other = _union_branch(schema)
-            if self.record_of(other) is not None:
-                raise _Unsupported("a record in a union")
-            out.append(f"{ind}if {v} is None:")
-            out.append(f"{ind}    a({'B0' if null == 0 else 'B1'})")
-            out.append(f"{ind}else:")
-            out.append(f"{ind}    a({'B1' if null == 0 else 'B0'})")
-            self.write(other, v, out, ind + "    ")
-        else:
-            raise _Unsupported(kind)
+    """Lines appending the encoding of local `v` with `a` (`parts.append`)."""
 
-    def _record(self, record: dict[str, Any], fn: str) -> None:
+    prefix = "write"
+
+    def call(self, fn: str, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}{fn}({v}, a)")
+
+    def k_null(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if {v} is not None: raise Unfit({v!r})")
+
+    def k_boolean(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if type({v}) is not bool: raise Unfit({v!r})")
+        out.append(f"{ind}a(TRUE if {v} else B0)")
+
+    def k_int(self, schema: Any, v: str, out: list[str], ind: str, bounds: tuple[int, int]
+              = _INT) -> None:
+        out.append(f"{ind}if type({v}) is not int or not {bounds[0]} <= {v} <= {bounds[1]}: "
+                   f"raise Unfit({v!r})")
+        out.append(f"{ind}a(POS[{v}] if 0 <= {v} < {_TABLE} else long_bytes({v}))")
+
+    def k_long(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        self.k_int(schema, v, out, ind, _LONG)
+
+    def k_double(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if type({v}) is not float and type({v}) is not int: "
+                   f"raise Unfit({v!r})")
+        out.append(f"{ind}a(pack_double({v}))")
+
+    def k_string(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if type({v}) is not str: raise Unfit({v!r})")
+        out.append(f"{ind}a(strings.get({v}) or string_bytes({v}))")
+
+    def k_bytes(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}if type({v}) is not bytes: raise Unfit({v!r})")
+        out.append(f"{ind}a(long_bytes(len({v}))); a({v})")
+
+    def k_array(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        item = self.var()
+        out.append(f"{ind}if type({v}) is not list: raise Unfit({v!r})")
+        out.append(f"{ind}if {v}:")
+        out.append(f"{ind}    a(long_bytes(len({v})))")
+        out.append(f"{ind}    for {item} in {v}:")
+        self.emit(schema["items"], item, out, ind + "        ")
+        out.append(f"{ind}a(B0)")
+
+    def k_map(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        key, item = self.var(), self.var()
+        out.append(f"{ind}if type({v}) is not dict: raise Unfit({v!r})")
+        out.append(f"{ind}if {v}:")
+        out.append(f"{ind}    a(long_bytes(len({v})))")
+        out.append(f"{ind}    for {key}, {item} in {v}.items():")
+        self.emit("string", key, out, ind + "        ")
+        self.emit(schema["values"], item, out, ind + "        ")
+        out.append(f"{ind}a(B0)")
+
+    def k_union(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        null, other = _union_branch(schema)
+        if self.record_of(other) is not None:
+            raise _Unsupported("a record in a union")
+        out.append(f"{ind}if {v} is None:")
+        out.append(f"{ind}    a({'B0' if null == 0 else 'B1'})")
+        out.append(f"{ind}else:")
+        out.append(f"{ind}    a({'B1' if null == 0 else 'B0'})")
+        self.emit(other, v, out, ind + "    ")
+
+    def record(self, record: dict[str, Any], fn: str) -> list[str]:
         lines = [f"def {fn}(d, a):", "    if type(d) is not dict: raise Unfit(d)"]
         for field in record["fields"]:
             v = self.var()
@@ -239,117 +284,108 @@ class _WriterGen(_Gen):
                 lines.append(f"    {v} = d.get({name!r}, {self.const(field['default'])})")
             else:
                 lines.append(f"    {v} = d[{name!r}]")
-            self.write(field["type"], v, lines, "    ")
-        self.sources.append("\n".join(lines))
+            self.emit(field["type"], v, lines, "    ")
+        return lines
 
 
 def compile_writer(schema: Any, named: dict[str, Any], header: bytes = b"") -> Writer | None:
     """`body -> header + its bytes` for a record schema parsed by fastavro (`named`: its
     named types), or None if the schema uses something not covered (module doc)."""
-    gen = _WriterGen(named, "w")
-    try:
-        record = gen.record_of(schema)
-        if record is None:
-            return None
-        top = gen.function(record, gen._record)
-    except _Unsupported:
-        return None
-    gen.sources.append(f"def write(d):\n    parts = [HEADER]\n    {top}(d, parts.append)\n"
-                       f"    return b''.join(parts)")
-    space: dict[str, Any] = {
-        "Unfit": Unfit, "POS": _POS, "long_bytes": _long_bytes, "B0": b"\x00",
-        "B1": b"\x02", "TRUE": b"\x01", "pack_double": _DOUBLE.pack, "strings": _strings,
-        "string_bytes": _string_bytes, "HEADER": header, **gen.consts}
-    exec(compile("\n\n".join(gen.sources), f"<avro writer {record['name']}>", "exec"), space)
-    return space["write"]  # type: ignore[no-any-return]
+    return _WriterGen(named).build(
+        schema, lambda top: (f"def entry(d):\n    parts = [HEADER]\n    {top}(d, parts.append)"
+                             f"\n    return b''.join(parts)"),
+        {"POS": _POS, "long_bytes": _long_bytes, "B0": b"\x00", "B1": b"\x02",
+         "TRUE": b"\x01", "pack_double": _DOUBLE.pack, "strings": _strings,
+         "string_bytes": _string_bytes, "HEADER": header})
 
 
 # ---- reading ----------------------------------------------------------------------------
 
 class _ReaderGen(_Gen):
-    def long(self, v: str, out: list[str], ind: str) -> None:
+    """Lines setting local `v` to the value at `pos` of `data` (advancing `pos`)."""
+
+    prefix = "read"
+
+    def call(self, fn: str, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}{v}, pos = {fn}(data, pos)")
+
+    def k_null(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}{v} = None")
+
+    def k_boolean(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}b = data[pos]; pos += 1")
+        out.append(f"{ind}if b > 1: raise Unfit(b)")
+        out.append(f"{ind}{v} = b == 1")
+
+    def k_int(self, schema: Any, v: str, out: list[str], ind: str) -> None:
         out.append(f"{ind}b = data[pos]; pos += 1")
         out.append(f"{ind}if b < 128: {v} = ONE_BYTE[b]")
         out.append(f"{ind}else: {v}, pos = read_long(data, pos - 1)")
 
-    def read(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        """Lines setting local `v` to the value of `schema` at `pos` (advancing it)."""
-        record = self.record_of(schema)
-        if record is not None:
-            out.append(f"{ind}{v}, pos = {self.function(record, self._record)}(data, pos)")
-            return
-        kind = _type_of(schema)
-        if kind == "null":
-            out.append(f"{ind}{v} = None")
-        elif kind == "boolean":
-            out.append(f"{ind}b = data[pos]; pos += 1")
-            out.append(f"{ind}if b > 1: raise Unfit(b)")
-            out.append(f"{ind}{v} = b == 1")
-        elif kind in ("int", "long"):
-            self.long(v, out, ind)
-        elif kind == "double":
-            out.append(f"{ind}{v}, = unpack_double(data, pos); pos += 8")
-        elif kind in ("string", "bytes"):
-            n = self.var()  # a short record: the end is past the data (`_top`)
-            self.long(n, out, ind)
-            out.append(f"{ind}if {n} < 0: raise Unfit({n})")
-            if kind == "string":
-                out.append(f"{ind}{v} = str(data[pos:pos + {n}], 'utf-8'); pos += {n}")
-            else:
-                out.append(f"{ind}{v} = data[pos:pos + {n}]; pos += {n}")
-        elif kind in ("array", "map"):
-            n, item = self.var(), self.var()
-            out.append(f"{ind}{v} = {'[]' if kind == 'array' else '{}'}")
-            self.long(n, out, ind)
-            out.append(f"{ind}while {n}:")
-            out.append(f"{ind}    if {n} < 0: raise Unfit({n})")
-            out.append(f"{ind}    for _ in range({n}):")
-            inner = ind + "        "
-            if kind == "array":
-                self.read(schema["items"], item, out, inner)
-                out.append(f"{inner}{v}.append({item})")
-            else:
-                key = self.var()
-                self.read("string", key, out, inner)
-                self.read(schema["values"], item, out, inner)
-                out.append(f"{inner}{v}[{key}] = {item}")
-            self.long(n, out, ind + "    ")
-        elif kind == "union":
-            null, other = _union_branch(schema)  # index 0 is the byte 0, 1 is 2
-            out.append(f"{ind}b = data[pos]; pos += 1")
-            out.append(f"{ind}if b == {2 * null}: {v} = None")
-            out.append(f"{ind}elif b == {2 * (1 - null)}:")
-            self.read(other, v, out, ind + "    ")
-            out.append(f"{ind}else: raise Unfit(b)")
-        else:
-            raise _Unsupported(kind)
+    k_long = k_int
 
-    def _record(self, record: dict[str, Any], fn: str) -> None:
+    def k_double(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        out.append(f"{ind}{v}, = unpack_double(data, pos); pos += 8")
+
+    def k_string(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        n = self.var()  # a short record: the end is past the data (the entry checks)
+        self.k_int("long", n, out, ind)
+        out.append(f"{ind}if {n} < 0: raise Unfit({n})")
+        value = f"str(data[pos:pos + {n}], 'utf-8')" if schema == "string" else \
+            f"data[pos:pos + {n}]"
+        out.append(f"{ind}{v} = {value}; pos += {n}")
+
+    k_bytes = k_string
+
+    def k_array(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        self._blocks(schema["items"], None, v, "[]", out, ind)
+
+    def k_map(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        self._blocks(schema["values"], "string", v, "{}", out, ind)
+
+    def _blocks(self, items: Any, keys: str | None, v: str, empty: str, out: list[str],
+                ind: str) -> None:
+        n, item = self.var(), self.var()
+        out.append(f"{ind}{v} = {empty}")
+        self.k_int("long", n, out, ind)
+        out.append(f"{ind}while {n}:")
+        out.append(f"{ind}    if {n} < 0: raise Unfit({n})")
+        out.append(f"{ind}    for _ in range({n}):")
+        inner = ind + "        "
+        if keys is None:
+            self.emit(items, item, out, inner)
+            out.append(f"{inner}{v}.append({item})")
+        else:
+            key = self.var()
+            self.emit(keys, key, out, inner)
+            self.emit(items, item, out, inner)
+            out.append(f"{inner}{v}[{key}] = {item}")
+        self.k_int("long", n, out, ind + "    ")
+
+    def k_union(self, schema: Any, v: str, out: list[str], ind: str) -> None:
+        null, other = _union_branch(schema)  # index 0 is the byte 0, 1 is 2
+        out.append(f"{ind}b = data[pos]; pos += 1")
+        out.append(f"{ind}if b == {2 * null}: {v} = None")
+        out.append(f"{ind}elif b == {2 * (1 - null)}:")
+        self.emit(other, v, out, ind + "    ")
+        out.append(f"{ind}else: raise Unfit(b)")
+
+    def record(self, record: dict[str, Any], fn: str) -> list[str]:
         lines = [f"def {fn}(data, pos):"]
         names = []
         for field in record["fields"]:
             v = self.var()
             names.append((field["name"], v))
-            self.read(field["type"], v, lines, "    ")
+            self.emit(field["type"], v, lines, "    ")
         items = ", ".join(f"{name!r}: {v}" for name, v in names)
         lines.append(f"    return {{{items}}}, pos")
-        self.sources.append("\n".join(lines))
+        return lines
 
 
 def compile_reader(schema: Any, named: dict[str, Any]) -> Reader | None:
     """`(data, pos) -> (body, end)` reading a body of a record schema parsed by fastavro
     (as written: no schema resolution), or None if not covered (module doc)."""
-    gen = _ReaderGen(named, "r")
-    try:
-        record = gen.record_of(schema)
-        if record is None:
-            return None
-        top = gen.function(record, gen._record)
-    except _Unsupported:
-        return None
-    gen.sources.append(f"def read(data, pos):\n    body, pos = {top}(data, pos)\n"
-                       f"    if pos > len(data): raise Unfit(pos)\n    return body, pos")
-    space: dict[str, Any] = {"Unfit": Unfit, "read_long": _read_long, "ONE_BYTE": _ONE_BYTE,
-                             "unpack_double": _DOUBLE.unpack_from, **gen.consts}
-    exec(compile("\n\n".join(gen.sources), f"<avro reader {record['name']}>", "exec"), space)
-    return space["read"]  # type: ignore[no-any-return]
+    return _ReaderGen(named).build(
+        schema, lambda top: (f"def entry(data, pos):\n    body, pos = {top}(data, pos)\n"
+                             f"    if pos > len(data): raise Unfit(pos)\n    return body, pos"),
+        {"read_long": _read_long, "ONE_BYTE": _ONE_BYTE, "unpack_double": _DOUBLE.unpack_from})
