@@ -10,7 +10,7 @@ A test that invokes a `peloton serve` command in-process runs its callback, whic
 uvloop the event loop policy (peloton.bus.eventloop); every test leaves the policy as it
 found it, so the tests after it run on the loop they would alone.
 
-The suite runs on every core (`task test`: pytest-xdist, `--dist loadfile`, so a module's
+The suite runs on every core, at most 4 (`task test`: pytest-xdist, `--dist loadfile`, so a module's
 fixtures, a minicluster say, start once; xdist hands out the modules with the most tests
 first). Putting the minicluster modules first instead was slower (13 min 30 s against
 12 min 31-42 s on a 2-core machine): two clusters at once leave no core to the unit tests.
