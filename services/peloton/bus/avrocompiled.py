@@ -72,14 +72,13 @@ _strings: dict[str, bytes] = {}
 
 
 def _string_bytes(s: str) -> bytes:
-    """A string's length and UTF-8 bytes (the caller checked it is a str)."""
-    b = _strings.get(s)
-    if b is None:
-        e = s.encode()
-        b = _long_bytes(len(e)) + e
-        if len(_strings) >= _STRINGS:
-            _strings.clear()
-        _strings[s] = b
+    """A string's length and UTF-8 bytes, remembered (the generated code calls it for a
+    str not in `_strings`)."""
+    e = s.encode()
+    b = _long_bytes(len(e)) + e
+    if len(_strings) >= _STRINGS:
+        _strings.clear()
+    _strings[s] = b
     return b
 
 
@@ -218,16 +217,16 @@ class _WriterGen(_Gen):
         out.append(f"{ind}{fn}({v}, a)")
 
     def k_null(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        out.append(f"{ind}if {v} is not None: raise Unfit({v!r})")
+        out.append(f"{ind}if {v} is not None: raise Unfit({v})")
 
     def k_boolean(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        out.append(f"{ind}if type({v}) is not bool: raise Unfit({v!r})")
+        out.append(f"{ind}if type({v}) is not bool: raise Unfit({v})")
         out.append(f"{ind}a(TRUE if {v} else B0)")
 
     def k_int(self, schema: Any, v: str, out: list[str], ind: str, bounds: tuple[int, int]
               = _INT) -> None:
         out.append(f"{ind}if type({v}) is not int or not {bounds[0]} <= {v} <= {bounds[1]}: "
-                   f"raise Unfit({v!r})")
+                   f"raise Unfit({v})")
         out.append(f"{ind}a(POS[{v}] if 0 <= {v} < {_TABLE} else long_bytes({v}))")
 
     def k_long(self, schema: Any, v: str, out: list[str], ind: str) -> None:
@@ -235,20 +234,20 @@ class _WriterGen(_Gen):
 
     def k_double(self, schema: Any, v: str, out: list[str], ind: str) -> None:
         out.append(f"{ind}if type({v}) is not float and type({v}) is not int: "
-                   f"raise Unfit({v!r})")
+                   f"raise Unfit({v})")
         out.append(f"{ind}a(pack_double({v}))")
 
     def k_string(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        out.append(f"{ind}if type({v}) is not str: raise Unfit({v!r})")
+        out.append(f"{ind}if type({v}) is not str: raise Unfit({v})")
         out.append(f"{ind}a(strings.get({v}) or string_bytes({v}))")
 
     def k_bytes(self, schema: Any, v: str, out: list[str], ind: str) -> None:
-        out.append(f"{ind}if type({v}) is not bytes: raise Unfit({v!r})")
+        out.append(f"{ind}if type({v}) is not bytes: raise Unfit({v})")
         out.append(f"{ind}a(long_bytes(len({v}))); a({v})")
 
     def k_array(self, schema: Any, v: str, out: list[str], ind: str) -> None:
         item = self.var()
-        out.append(f"{ind}if type({v}) is not list: raise Unfit({v!r})")
+        out.append(f"{ind}if type({v}) is not list: raise Unfit({v})")
         out.append(f"{ind}if {v}:")
         out.append(f"{ind}    a(long_bytes(len({v})))")
         out.append(f"{ind}    for {item} in {v}:")
@@ -257,7 +256,7 @@ class _WriterGen(_Gen):
 
     def k_map(self, schema: Any, v: str, out: list[str], ind: str) -> None:
         key, item = self.var(), self.var()
-        out.append(f"{ind}if type({v}) is not dict: raise Unfit({v!r})")
+        out.append(f"{ind}if type({v}) is not dict: raise Unfit({v})")
         out.append(f"{ind}if {v}:")
         out.append(f"{ind}    a(long_bytes(len({v})))")
         out.append(f"{ind}    for {key}, {item} in {v}.items():")
