@@ -168,3 +168,29 @@ def counted_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     polls.clear()
     monkeypatch.setattr(events, "poll_job", poll_job)
     monkeypatch.setattr(events, "KEEPALIVE_SECONDS", 0.2)
+
+
+async def test_until_done_sends_a_terminal_state_that_lands_just_after_a_poll() -> None:
+    """The race the minicluster met once (CI, 2026-11-29): the job's SUCCEEDED row was
+    written after a poll that found nothing and before the done check; the stream ended
+    without it. `done` is now asked before each poll."""
+    from peloton.api.events import stream
+
+    state = {"done": False}
+    row = ("jobs/job-events/0", "job", (7, 0), {"job_id": "j", "state": "SUCCEEDED"})
+
+    def poll(cursor: dict) -> list:
+        if not state["done"]:
+            state["done"] = True  # the terminal row lands right after this poll
+            return []
+        return [] if cursor.get(row[0]) == row[2] else [row]
+
+    async def done() -> bool:
+        return state["done"]
+
+    class Connected:
+        async def is_disconnected(self) -> bool:
+            return False
+
+    text = "".join([part async for part in stream(Connected(), {}, poll, 5.0, 0.0, done)])
+    assert "event: job" in text and '"SUCCEEDED"' in text

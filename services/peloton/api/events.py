@@ -225,6 +225,36 @@ def _stream_doc(events: list[str]) -> dict[int | str, dict[str, Any]]:
             400: {"model": ErrorBody}}
 
 
+async def stream(request: Any, cursor: Cursor, poll: Any, seconds: float,
+                 interval: float, done: Any = None) -> AsyncIterator[str]:
+    """The events of `poll` (rows past `cursor`) every `interval` seconds for `seconds`,
+    as SSE text; with `done`, ends once it is true and a poll after it found nothing
+    left. `done` is asked before the poll, not after: the fact that makes it true is then
+    in that poll (asked after, a job's terminal state landing between the two was never
+    sent)."""
+    deadline = time.monotonic() + seconds
+    quiet_since = time.monotonic()
+    yield "retry: 2000\n\n"
+    while True:
+        finished = done is not None and await done()
+        items = await asyncio.to_thread(poll, cursor)
+        for key, name, pos, data in items:
+            cursor[key] = pos
+            yield sse(name, data, encode_id(cursor))
+            quiet_since = time.monotonic()
+        if finished and not items:
+            return
+        now = time.monotonic()
+        if now >= deadline or await request.is_disconnected():
+            return
+        if finished:
+            continue  # what is left of a finished job, at once
+        if now - quiet_since >= KEEPALIVE_SECONDS:
+            yield ": keepalive\n\n"
+            quiet_since = now
+        await asyncio.sleep(min(interval, max(0.0, deadline - now)))
+
+
 def events_router(store: Store) -> APIRouter:
     router = APIRouter(tags=["watch"])
 
@@ -242,27 +272,6 @@ def events_router(store: Store) -> APIRouter:
         cap = _env_seconds("PELOTON_WATCH_MAX_SECONDS", 300.0)
         return (min(max_seconds or cap, cap),
                 _env_seconds("PELOTON_WATCH_POLL_SECONDS", 0.5))
-
-    async def stream(request: Request, cursor: Cursor, poll: Any, seconds: float,
-                     interval: float, done: Any = None) -> AsyncIterator[str]:
-        deadline = time.monotonic() + seconds
-        quiet_since = time.monotonic()
-        yield "retry: 2000\n\n"
-        while True:
-            items = await asyncio.to_thread(poll, cursor)
-            for key, name, pos, data in items:
-                cursor[key] = pos
-                yield sse(name, data, encode_id(cursor))
-                quiet_since = time.monotonic()
-            now = time.monotonic()
-            if done is not None and not items and await done():
-                return
-            if now >= deadline or await request.is_disconnected():
-                return
-            if now - quiet_since >= KEEPALIVE_SECONDS:
-                yield ": keepalive\n\n"
-                quiet_since = now
-            await asyncio.sleep(min(interval, max(0.0, deadline - now)))
 
     def respond(body: Iterator[str] | AsyncIterator[str]) -> StreamingResponse:
         return StreamingResponse(body, media_type="text/event-stream", headers={
