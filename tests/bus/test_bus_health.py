@@ -80,13 +80,16 @@ def test_liveness_follows_the_watched_loop(served: tuple[Health, str],
     health.passed("consuming")
     health.watch(loop)
     assert httpx.get(f"{url}/healthz").status_code == 200
-    loop.call_soon_threadsafe(time.sleep, 1.5)  # a blocking call stalls the loop
+    # a blocking call stalls the loop; long enough that both probes (each waits the
+    # loop's 0.5 s) land inside it on a loaded machine (with 1.5 s, /readyz once came
+    # after the stall under the suite's second worker)
+    loop.call_soon_threadsafe(time.sleep, 4.0)
     time.sleep(0.1)
     r = httpx.get(f"{url}/healthz")
     assert r.status_code == 503
     assert r.json()["reason"] == "event loop did not answer within 0.5s"
     assert httpx.get(f"{url}/readyz").status_code == 503
-    time.sleep(1.5)
+    time.sleep(4.0)
     assert httpx.get(f"{url}/healthz").status_code == 200
 
 
