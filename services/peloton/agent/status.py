@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Literal
 
 from peloton.agent.errors import InvalidTransitionError
+from peloton.model.quickinit import quick_init
 
 __all__ = [
     "RunState",
@@ -70,6 +71,7 @@ def advance(current: RunState | None, new: RunState) -> RunState:
     return new
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TaskStatus:
     """One state change of one run.

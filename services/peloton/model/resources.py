@@ -14,12 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from peloton.model.quickinit import quick_init
+
 __all__ = ["KINDS", "EPSILON", "Resources"]
 
 KINDS: tuple[str, ...] = ("cpu", "memory", "disk", "gpu")
+_KIND_SET = frozenset(KINDS)
 EPSILON = 1e-6
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Resources:
     cpu: float = 0.0
@@ -36,10 +40,13 @@ class Resources:
         """Build from a {kind: amount} mapping; unknown kinds are an error, missing are 0."""
         if not values:
             return _ZERO
-        unknown = set(values) - set(KINDS)
-        if unknown:
-            raise ValueError(f"unknown resource kind(s): {', '.join(sorted(unknown))}")
-        return cls(**{k: float(v) for k, v in values.items()})
+        if type(values) is not dict or not values.keys() <= _KIND_SET:
+            unknown = set(values) - _KIND_SET  # (TypeError if not a collection of names)
+            if unknown:
+                raise ValueError(f"unknown resource kind(s): {', '.join(sorted(unknown))}")
+        get = values.get
+        return cls(float(get("cpu", 0.0)), float(get("memory", 0.0)),
+                   float(get("disk", 0.0)), float(get("gpu", 0.0)))
 
     def as_dict(self) -> dict[str, float]:
         return {"cpu": self.cpu, "memory": self.memory, "disk": self.disk, "gpu": self.gpu}

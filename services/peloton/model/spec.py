@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from peloton.model.quickinit import quick_init
 from peloton.model.resources import Resources
 
 __all__ = ["TaskSpec", "JobSpec", "JobType", "LONG_RUNNING"]
@@ -32,6 +33,7 @@ class JobType:
 LONG_RUNNING = frozenset({JobType.SERVICE, JobType.STATEFUL, JobType.DAEMON})
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
     """A fully merged, validated task config (schema record peloton.events.TaskSpec)."""
@@ -82,6 +84,7 @@ class TaskSpec:
         return self.body.get(name, default)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job as the job manager accepted it (schema record peloton.events.JobCreated)."""

@@ -19,7 +19,7 @@ from enum import StrEnum
 __all__ = [
     "TaskState", "JobState", "TERMINAL", "ACTIVE", "ON_HOST", "HOLDING", "QUEUED",
     "VICTIMS", "ENDING", "LEAVES_PLACEMENT", "AGENT_STATES", "STAGE", "TERMINAL_JOB",
-    "is_terminal", "stage",
+    "is_terminal", "stage", "task_state",
 ]
 
 
@@ -92,9 +92,22 @@ STAGE: Mapping[TaskState, int] = {
 }
 
 
+_BY_NAME: dict[str, TaskState] = {s.value: s for s in TaskState}
+
+
+def task_state(value: str) -> TaskState:
+    """`TaskState(value)` by a table: an Enum call costs about 0.8 us here, and every
+    reader of job-events turns each change's state into a member. Anything but a state's
+    name raises what `TaskState(value)` raises (ValueError)."""
+    try:
+        return _BY_NAME[value]
+    except (KeyError, TypeError):
+        return TaskState(value)
+
+
 def is_terminal(state: TaskState | str) -> bool:
-    return TaskState(state) in TERMINAL
+    return task_state(state) in TERMINAL
 
 
 def stage(state: TaskState | str) -> int:
-    return STAGE[TaskState(state)]
+    return STAGE[task_state(state)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from peloton.model.quickinit import quick_init
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
 
@@ -27,6 +28,7 @@ PAST_INCARNATIONS = 8
 old incarnation from an early fact about a new one)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RunAlloc:
     """What one launched run holds on its host, and when its launch was decided."""
@@ -139,6 +141,7 @@ class JobRecord:
         return self.spec if version == 1 else self.versions.get(version)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Pending:
     """A placement waiting for the host manager's decision (the latest round of a run)."""

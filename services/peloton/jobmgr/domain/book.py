@@ -59,6 +59,7 @@ from peloton.model.taskstate import (
     TERMINAL_JOB,
     JobState,
     TaskState,
+    task_state,
 )
 
 __all__ = ["JobBook", "JobRecord", "TaskRecord", "SYSTEM_RETRIES", "PREEMPTED"]
@@ -230,7 +231,7 @@ class JobBook:
             if ch["run"] < task.run:
                 continue
             new_run = ch["run"] > task.run
-            new_state = S(ch["state"])
+            new_state = task_state(ch["state"])
             version = int(ch.get("config_version", 1))
             if (ch["run"] > task.run and ch["reason"].startswith(starts.STARTED)
                     and not self._kill_covers(job_id, task.instance)):
@@ -359,7 +360,7 @@ class JobBook:
         elif etype == "TaskStatusReported":
             for st in body["statuses"]:
                 if st["state"] in AGENT_STATES:
-                    self._fact(batch, st, S(st["state"]), st["message"], host=body["host"],
+                    self._fact(batch, st, task_state(st["state"]), st["message"], host=body["host"],
                                exit_code=st["exit_code"])
                 if st.get("health"):
                     self._health(batch, st)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from peloton.jobmgr.domain.records import Batch, JobRecord, Outgoing, TaskRecord, change
-from peloton.model.taskstate import ON_HOST, TERMINAL, TaskState
+from peloton.model.taskstate import ON_HOST, TERMINAL, TaskState, task_state
 from peloton.updates.domain.drain import Replacement
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def fold(book: JobBook, job: JobRecord, task: TaskRecord, ch: dict[str, Any]) ->
     a change of the outgoing run (True: nothing else of the task moves)."""
     out = task.outgoing
     if out is not None and ch["run"] == out.run < task.run:
-        state = S(ch["state"])
+        state = task_state(ch["state"])
         if state == S.KILLING:
             out.ending = True
         elif state in TERMINAL:

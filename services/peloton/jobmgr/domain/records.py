@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peloton.model.backoff import RestartBackoff
+from peloton.model.quickinit import quick_init
 from peloton.model.spec import LONG_RUNNING, JobSpec, JobType
-from peloton.model.taskstate import TERMINAL, JobState, TaskState
+from peloton.model.taskstate import TERMINAL, JobState, TaskState, task_state
 
 __all__ = ["TaskRecord", "JobRecord", "Outgoing", "Change", "Pending", "Batch", "change"]
 
@@ -123,6 +124,7 @@ def change(
             "round": round_, "pinned_host": pinned_host}
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Pending:
     """A task's run as the book plus the batch decided so far show it."""
@@ -178,7 +180,7 @@ class Batch:
         run, seen = self._rounds.get(key, (ch["run"], -1))
         if run == ch["run"]:
             placed = max(placed, seen)
-        return Pending(S(ch["state"]), ch["run"], ch["host"], ch["failures"], ch["round"],
+        return Pending(task_state(ch["state"]), ch["run"], ch["host"], ch["failures"], ch["round"],
                        placed)
 
     def kill(self, host: str, job_id: str, instance: int, run: int, grace_s: float,

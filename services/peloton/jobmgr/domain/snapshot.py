@@ -23,7 +23,7 @@ from peloton.jobmgr.domain.timeouts import WATCHED, Timeouts
 from peloton.jobmgr.domain.updates import UpdateRecord
 from peloton.model.backoff import RestartBackoff
 from peloton.model.spec import LONG_RUNNING, JobSpec, JobType
-from peloton.model.taskstate import ON_HOST, TERMINAL, JobState, TaskState
+from peloton.model.taskstate import ON_HOST, TERMINAL, JobState, task_state
 
 __all__ = ["SNAPSHOT_VERSION", "TASK_FIELDS", "book_to_data", "book_from_data"]
 
@@ -51,7 +51,7 @@ def _task(instance: int, row: list[Any]) -> TaskRecord:
      not_before_ms, attempts, unreached, placed_round, health, backoff, pinned,
      volume_host, config_version, version_failures, outgoing, in_place) = row
     return TaskRecord(
-        instance, int(run), TaskState(state), None if host is None else str(host),
+        instance, int(run), task_state(state), None if host is None else str(host),
         int(failures), str(reason), None if exit_code is None else int(exit_code),
         bool(kill_requested), int(since), int(round_),
         None if not_before_ms is None else int(not_before_ms), int(attempts), int(unreached),

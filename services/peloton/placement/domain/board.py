@@ -70,6 +70,7 @@ from peloton.model.taskstate import (
     TERMINAL_JOB,
     JobState,
     TaskState,
+    task_state,
 )
 from peloton.placement.domain.engine import place
 from peloton.placement.domain.hostviews import Hold, HostViews, Offer
@@ -225,7 +226,7 @@ class PlacementBoard:
         job_id, at = body["job_id"], body["at"]
         for ch in body["changes"]:
             key = (job_id, ch["instance"], ch["run"])
-            state = TaskState(ch["state"])
+            state = task_state(ch["state"])
             if state in LEAVES_PLACEMENT:
                 self.book.end(key)
                 self._forget_run(key)

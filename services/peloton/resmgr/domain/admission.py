@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from peloton.model.quickinit import quick_init
 from peloton.model.resources import Resources
 
 from .entitlement import PoolEntitlement
@@ -58,6 +59,7 @@ __all__ = [
 _ZERO = Resources()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Gang:
     """Tasks that must start together (a task that is not part of a gang is a gang of one).
@@ -78,6 +80,7 @@ class Gang:
     min_members: int = 0
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PoolAllocation:
     """What a pool's running/admitted tasks hold, by class.

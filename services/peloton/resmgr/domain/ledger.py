@@ -91,6 +91,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from peloton.model.quickinit import quick_init
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
 from peloton.model.taskstate import (
@@ -99,6 +100,7 @@ from peloton.model.taskstate import (
     TERMINAL,
     TERMINAL_JOB,
     TaskState,
+    task_state,
 )
 from peloton.resmgr.domain.admissionages import AdmissionAges
 
@@ -666,7 +668,7 @@ class Ledger:
             job = ledger.jobs[job_id]
             instance, version = int(instance), _opt_int(version)
             entry = TaskEntry(job, instance, job.resources(instance, version), int(run),
-                              TaskState(state), {int(a) for a in admissions}, int(requeues),
+                              task_state(state), {int(a) for a in admissions}, int(requeues),
                               int(started), _opt_int(preempted), int(requeued),
                               _opt_int(not_before), None if reason is None else str(reason),
                               int(reason_at), job.task_revocable(instance, version),
@@ -690,6 +692,7 @@ class Ledger:
         return ledger
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _Change:
     """One TaskTransition, read whole before anything is applied."""
@@ -704,11 +707,12 @@ class _Change:
 
     @classmethod
     def read(cls, ch: dict[str, Any]) -> _Change:
-        return cls(int(ch["instance"]), int(ch["run"]), TaskState(ch["state"]),
+        return cls(int(ch["instance"]), int(ch["run"]), task_state(ch["state"]),
                    str(ch.get("previous_state", "")), _opt_int(ch.get("not_before_ms")),
                    _opt_str(ch.get("pinned_host")), _version(ch))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class _RunFact:
     """One task of TasksAdmitted / TasksPreempted / AdmissionDeferred."""
