@@ -154,6 +154,22 @@ def test_a_gang_is_admitted_whole_or_not_at_all() -> None:
     assert len(of(out, "TasksAdmitted")) == 1  # one batch: the gang starts together
 
 
+def test_a_gang_member_pending_alone_waits_for_the_others() -> None:
+    # the job manager's PENDING facts of a gang's members may arrive in several records:
+    # a member read alone is a gang of one run that needs three, never a single
+    rm = cluster(8)
+    rm.fold("JobCreated", job_created("g", 3, min_running=3))
+    rm.fold("TaskStateChanged", task_state_changed("g", (1, "PENDING"), previous="INITIALIZED"))
+    out = rm.tick(0)
+    assert admitted(out) == []
+    assert deferred(out) == [("g", 1, "waiting for 2 more gang members")]
+    rm.fold("TaskStateChanged", task_state_changed("g", (0, "PENDING"), (2, "PENDING"),
+                                                   previous="INITIALIZED"))
+    out = rm.tick(300)
+    assert admitted(out) == [("g", 0), ("g", 1), ("g", 2)]
+    assert len(of(out, "TasksAdmitted")) == 1
+
+
 def test_a_revocable_gang_is_no_gang() -> None:
     rm = cluster(8)
     submit(rm, "r", 3, min_running=3, revocable=True)

@@ -196,17 +196,13 @@ def admit(
             if missing:
                 reasons[gang.gang_id] = f"waiting for {missing} more gang members"
                 continue
-            held = [b for b in _budgets(gang) if b in barrier]
+            held = [b for b in _budgets(gang) if b in barrier] if barrier else None
             if held:
                 if gang.gang_id in previous:  # waiting behind a reservation keeps its age
                     blocked[gang.gang_id] = previous[gang.gang_id]
-                holder, _ = barrier[held[0]]
                 # no age in the text: a reason that changes every cycle would be
                 # republished every cycle for every task behind the holder
-                reasons[gang.gang_id] = (
-                    f"held back: gang {holder} has waited too long "
-                    f"and reserves the {held[0]} budget"
-                )
+                reasons[gang.gang_id] = _held_back(barrier[held[0]][0], held[0])
                 continue
             failures = _check(gang, view, alloc)
             if not failures:
@@ -247,17 +243,27 @@ def admission_views(
     return views
 
 
+@lru_cache(maxsize=1024)
+def _held_back(holder: str, budget: str) -> str:
+    """The reason of a gang queued behind `holder`'s reservation of `budget` (one text
+    for the thousands of gangs behind it)."""
+    return f"held back: gang {holder} has waited too long and reserves the {budget} budget"
+
+
 def _missing_members(gang: Gang) -> int:
     return max(0, gang.min_members - len(gang.task_ids))
 
 
-def _budgets(gang: Gang) -> list[str]:
-    out = ["slack" if gang.revocable else "nonslack"]
-    if not gang.preemptible:
-        out.append("reservation")
-    if gang.controller:
-        out.append("controller")
-    return out
+def _budgets(gang: Gang) -> tuple[str, ...]:
+    return _BUDGETS[(bool(gang.revocable), bool(gang.preemptible), bool(gang.controller))]
+
+
+_BUDGETS: dict[tuple[bool, bool, bool], tuple[str, ...]] = {
+    (revocable, preemptible, controller): (
+        ("slack" if revocable else "nonslack",)
+        + (() if preemptible else ("reservation",)) + (("controller",) if controller else ()))
+    for revocable in (False, True) for preemptible in (False, True)
+    for controller in (False, True)}
 
 
 def _check(gang: Gang, view: PoolAdmissionView, alloc: PoolAllocation) -> list[tuple[str, str]]:

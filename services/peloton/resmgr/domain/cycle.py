@@ -611,8 +611,16 @@ class ResourceManager:
         counted = self._tally.counted
         keys = pending.keys() - counted.keys() if counted else pending.keys()
         lapsed = [entry.key for entry in self._lapsed()]
+        # a run of `pending` has no admission of the log's (ledger.py files it there only
+        # then), so only a provisional one may make it admitted: asked only if there are
+        prov = self.provisional.admitted
         for key in sorted(keys | set(lapsed) if lapsed else keys):
-            entry = pending.get(key) or unused[key]
+            entry = pending.get(key)
+            if entry is None:
+                entry = unused[key]
+            elif entry.config_version is not None and not (prov and self.admitted(entry)):
+                yield entry
+                continue
             if entry.config_version is not None and not self.admitted(entry):
                 yield entry
 
@@ -621,14 +629,28 @@ class ResourceManager:
     ) -> tuple[dict[str, list[Gang]], dict[str, list[TaskEntry]], dict[str, str]]:
         """Pending gangs by pool, every gang's members, and the gangs (-> pool) waiting
         out a retry backoff (not queued). Sets when the next backoff ends (`_wake_at`)."""
-        members: dict[str, list[TaskEntry]] = defaultdict(list)
+        # a deep queue runs this for every pending run each tick: the common case (a run
+        # scheduled alone, not waiting out a backoff) is built without a call it can skip
+        members: dict[str, list[TaskEntry]] = {}
+        ganged: set[str] = set()  # gang ids (the other gangs are named by their run's task)
         for entry in self._pending():
-            gid = entry.job.spec.gang_id(entry.instance, entry.run) or entry.task_id
-            members[gid].append(entry)
+            job = entry.job
+            gid = (job.spec.gang_id(entry.instance, entry.run)
+                   if job.spec.gang_size > 1 else None)
+            if gid is None:
+                gid = f"{job.job_id}-{entry.instance}"  # entry.task_id
+            else:
+                ganged.add(gid)
+            listed = members.get(gid)
+            if listed is None:
+                members[gid] = [entry]
+            else:
+                listed.append(entry)
         queues: dict[str, list[Gang]] = defaultdict(list)
         waiting: dict[str, str] = {}
         wake = _NEVER
         resolved: dict[str, str] = {}  # a job's pool as named -> the leaf it resolves to
+        unpreemptible = not self.preemption_enabled
         for gid in sorted(members):
             entries = members[gid]
             first = entries[0]
@@ -636,9 +658,17 @@ class ResourceManager:
             pool = resolved.get(job.pool)
             if pool is None:
                 pool = resolved[job.pool] = self._pool_of(first)
-            single = len(entries) == 1  # most gangs: one run
-            backoff = ((first.not_before or 0) if single
-                       else max((e.not_before or 0) for e in entries))
+            if len(entries) == 1:  # most gangs: one run
+                backoff = first.not_before or 0
+                if backoff <= now_ms:
+                    queues[pool].append(Gang(
+                        gid, (first.task_id,) if gid in ganged else (gid,), pool,
+                        job.priority, job.seq * 1_000_000 + first.instance, first.resources,
+                        job.preemptible or unpreemptible, first.revocable, first.controller,
+                        job.spec.gang_size if gid in ganged else 1))
+                    continue
+            else:
+                backoff = max((e.not_before or 0) for e in entries)
             if backoff > now_ms:
                 waiting[gid] = pool
                 wake = min(wake, backoff)
@@ -646,16 +676,14 @@ class ResourceManager:
             queues[pool].append(
                 Gang(
                     gang_id=gid,
-                    task_ids=(first.task_id,) if single else tuple(e.task_id for e in entries),
+                    task_ids=tuple(e.task_id for e in entries),
                     pool=pool,
                     priority=job.priority,
                     seq=job.seq * 1_000_000 + first.instance,
-                    resources=(first.resources if single
-                               else sum((e.resources for e in entries), Resources())),
-                    preemptible=job.preemptible or not self.preemption_enabled,
+                    resources=sum((e.resources for e in entries), Resources()),
+                    preemptible=job.preemptible or unpreemptible,
                     revocable=first.revocable,
-                    controller=(first.controller if single
-                                else any(e.controller for e in entries)),
+                    controller=any(e.controller for e in entries),
                     min_members=job.spec.gang_members(first.instance, first.run),
                 )
             )
@@ -670,12 +698,13 @@ class ResourceManager:
         pool_of_gang: dict[str, str],
     ) -> list[Event]:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        mine = self.provisional.reasons  # (`reason` without a call when there are none)
         for gid in sorted(reasons):
             # a reason is republished when what it says changes, not its figures (or the
             # gang it names), which move with every admission in the pool
             says = reason_key(reasons[gid])
-            for entry in members.get(gid, []):
-                if reason_key(self.reason(entry)) != says:
+            for entry in members.get(gid, ()):
+                if reason_key(self.reason(entry) if mine else entry.reason) != says:
                     self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
