@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 BATCH = 1000
 WITHIN_S = 0.2
 STORE_RETRY_S = 1.0
+#: the read model's fetch wait on the dev broker (the services': 25 ms): it reads every
+#: partition of every topic, and the dev broker answers each fetch when the wait expires,
+#: charging by the partitions it covers; it writes in batches of up to WITHIN_S anyway
+READ_MODEL_FETCH_WAIT_MS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +161,8 @@ def build_worker_app(bootstrap: str, store: Store, port: int, instance: str = "1
     bound here, so a taken port fails before anything starts. `authenticator`: who may
     call the API (peloton.api.auth; None: nobody but the open paths)."""
     materializer = Materializer(store)
-    app = make_app(f"peloton-readmodel-{instance}-{store.epoch()}", bootstrap)
+    app = make_app(f"peloton-readmodel-{instance}-{store.epoch()}", bootstrap,
+                   fetch_wait_ms=READ_MODEL_FETCH_WAIT_MS)
     consuming = [False]  # /readyz: partitions assigned
     announce_ready(app, "api", on_ready=lambda: consuming.__setitem__(0, True))
     handled = HandledOffsets()

@@ -7,7 +7,8 @@ Measured gaps (see docs/dev-stack.md):
 - A fetch is answered only when fetch_max_wait expires, even when records arrive sooner
   (measured: a Faust hop took 250-750 ms with Faust's fixed 1500 ms). Against the dev
   broker every consumer here asks for `FETCH_MAX_WAIT_MS`, and `patch_faust_fetch_wait`
-  makes Faust's consumer do the same.
+  makes Faust's consumer do the same (or use the wait its app asked for: the read model
+  waits longer, `peloton.api.service.READ_MODEL_FETCH_WAIT_MS`).
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
   so nothing here relies on them.
@@ -59,10 +60,19 @@ def consumer_settings() -> dict[str, object]:
     return {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS} if is_dev_broker() else {}
 
 
-def patch_faust_fetch_wait() -> None:
-    """Make Faust's aiokafka consumer use FETCH_MAX_WAIT_MS (dev broker only; idempotent)."""
+#: app id (the consumer's group id) -> its fetch wait, for the apps that set their own
+_FETCH_WAIT_BY_APP: dict[str, int] = {}
+
+
+def patch_faust_fetch_wait(app_id: str | None = None, wait_ms: int | None = None) -> None:
+    """Make Faust's aiokafka consumer use FETCH_MAX_WAIT_MS, or `wait_ms` for the app
+    `app_id` (dev broker only; idempotent). The dev broker answers a fetch only when its
+    wait expires and charges each answer by the partitions it covers, so a consumer that
+    can wait longer (the read model, over every partition) should."""
     if not is_dev_broker():
         return
+    if app_id is not None and wait_ms is not None:
+        _FETCH_WAIT_BY_APP[app_id] = wait_ms
     import types
 
     import aiokafka
@@ -73,7 +83,8 @@ def patch_faust_fetch_wait() -> None:
 
     class _Consumer(aiokafka.AIOKafkaConsumer):  # type: ignore[misc]
         def __init__(self, *args: object, **kwargs: object) -> None:
-            kwargs["fetch_max_wait_ms"] = FETCH_MAX_WAIT_MS
+            kwargs["fetch_max_wait_ms"] = _FETCH_WAIT_BY_APP.get(
+                str(kwargs.get("group_id")), FETCH_MAX_WAIT_MS)
             super().__init__(*args, **kwargs)
 
     shim = types.SimpleNamespace(**vars(aiokafka))

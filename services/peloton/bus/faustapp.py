@@ -37,9 +37,12 @@ __all__ = ["make_app", "raw_topic", "ensure_topics"]
 
 
 def make_app(app_id: str, bootstrap: str, web_port: int | None = None,
-             member: str | None = None, **extra: Any) -> faust.App:
+             member: str | None = None, fetch_wait_ms: int | None = None,
+             **extra: Any) -> faust.App:
     """A Faust app (= consumer group `app_id`); `member` names this instance when several
-    instances share the group (a partitioned service, `peloton.bus.partitioned`)."""
+    instances share the group (a partitioned service, `peloton.bus.partitioned`);
+    `fetch_wait_ms`: its consumer's fetch wait on the dev broker (default
+    `devbroker.FETCH_MAX_WAIT_MS`; Apache Kafka answers a fetch as records arrive)."""
     kafka = kafka_from_env()
     settings: dict[str, Any] = dict(
         broker=f"kafka://{bootstrap}",
@@ -63,7 +66,7 @@ def make_app(app_id: str, bootstrap: str, web_port: int | None = None,
         datadir=str(_faust_dir(app_id if member is None else f"{app_id}@{member}")),
     )
     settings.update(extra)
-    patch_faust_fetch_wait()
+    patch_faust_fetch_wait(app_id, fetch_wait_ms)
     rejoin_as_dead_member(app_id, member)
     app = App(app_id, **settings)
     gcpolicy.install(app)  # no full-heap collection pauses every few seconds

@@ -115,8 +115,8 @@ class PartitionedShell:
         self.suspended: dict[int, CoreDriver] = {}
         self._building: dict[int, asyncio.Task[CoreDriver]] = {}
         self._tail_lock: asyncio.Lock | None = None
-        static = ({"consumer_group_instance_id": f"peloton-{name}-{instance}"}
-                  if static_membership else {})
+        static: dict[str, Any] = ({"consumer_group_instance_id": f"peloton-{name}-{instance}"}
+                                  if static_membership else {})
         self.app = make_app(f"peloton-{name}", bootstrap, web_port=web_port,
                             web_bind=web_bind, member=instance, **static)
         self.health = Health(f"{name}-{instance}", role=lambda: "partitioned")
