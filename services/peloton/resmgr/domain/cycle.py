@@ -123,6 +123,10 @@ def _key(entry: TaskEntry) -> RunKey:
     return (entry.job.job_id, entry.instance, entry.run)
 
 
+def _entry_key(entry: TaskEntry) -> tuple[str, int]:
+    return entry.key
+
+
 def _at(value: int) -> int:
     return value
 
@@ -601,8 +605,9 @@ class ResourceManager:
         return events + self._deferred(now_ms, reasons, members, pool_of_gang)
 
     def _pending(self) -> Iterator[TaskEntry]:
-        """Pending runs (with admissions the job manager left unused), in key order; runs
-        whose config version is not said yet wait (see ledger.py)."""
+        """Pending runs (with admissions the job manager left unused), in no particular
+        order (`_queues` orders what it builds of them); runs whose config version is not
+        said yet wait (see ledger.py)."""
         pending, unused = self.ledger.pending, self.ledger.unused
         # the unused admissions still trusted and the provisional admissions that count
         # are admitted: only the others are candidates (not visiting every admitted run
@@ -614,7 +619,7 @@ class ResourceManager:
         # a run of `pending` has no admission of the log's (ledger.py files it there only
         # then), so only a provisional one may make it admitted: asked only if there are
         prov = self.provisional.admitted
-        for key in sorted(keys | set(lapsed) if lapsed else keys):
+        for key in (keys | set(lapsed) if lapsed else keys):
             entry = pending.get(key)
             if entry is None:
                 entry = unused[key]
@@ -651,8 +656,11 @@ class ResourceManager:
         wake = _NEVER
         resolved: dict[str, str] = {}  # a job's pool as named -> the leaf it resolves to
         unpreemptible = not self.preemption_enabled
-        for gid in sorted(members):
-            entries = members[gid]
+        # in no particular order: `admit` orders each pool's queue (priority, arrival, gang
+        # id: a total order), `_deferred` the reasons; a gang's runs go in key order
+        for gid, entries in members.items():
+            if len(entries) > 1:
+                entries.sort(key=_entry_key)
             first = entries[0]
             job = first.job
             pool = resolved.get(job.pool)
