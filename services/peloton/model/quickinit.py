@@ -18,6 +18,7 @@ difference. `ORIGINAL_INIT` keeps each class's generated `__init__` so tests can
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any, TypeVar
 
 __all__ = ["quick_init", "ORIGINAL_INIT"]
@@ -32,7 +33,7 @@ _NOT_GIVEN = object()  # a default factory's parameter left out (called then)
 def _slot_setter(cls: type, name: str) -> Any:
     for klass in cls.__mro__:
         slot = klass.__dict__.get(name)
-        if slot is not None and type(slot).__name__ == "member_descriptor":
+        if isinstance(slot, types.MemberDescriptorType):
             return slot.__set__
     raise TypeError(f"{cls.__name__}.{name} is not a slot")
 

@@ -65,6 +65,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import takewhile
+from operator import attrgetter
 from typing import Any
 
 from peloton.model.event import Event
@@ -121,10 +122,6 @@ class Provisional:
 
 def _key(entry: TaskEntry) -> RunKey:
     return (entry.job.job_id, entry.instance, entry.run)
-
-
-def _entry_key(entry: TaskEntry) -> tuple[str, int]:
-    return entry.key
 
 
 def _at(value: int) -> int:
@@ -618,15 +615,13 @@ class ResourceManager:
         lapsed = [entry.key for entry in self._lapsed()]
         # a run of `pending` has no admission of the log's (ledger.py files it there only
         # then), so only a provisional one may make it admitted: asked only if there are
-        prov = self.provisional.admitted
+        prov = bool(self.provisional.admitted)
         for key in (keys | set(lapsed) if lapsed else keys):
             entry = pending.get(key)
+            ask = prov
             if entry is None:
-                entry = unused[key]
-            elif entry.config_version is not None and not (prov and self.admitted(entry)):
-                yield entry
-                continue
-            if entry.config_version is not None and not self.admitted(entry):
+                entry, ask = unused[key], True
+            if entry.config_version is not None and not (ask and self.admitted(entry)):
                 yield entry
 
     def _queues(
@@ -659,42 +654,32 @@ class ResourceManager:
         # in no particular order: `admit` orders each pool's queue (priority, arrival, gang
         # id: a total order), `_deferred` the reasons; a gang's runs go in key order
         for gid, entries in members.items():
-            if len(entries) > 1:
-                entries.sort(key=_entry_key)
-            first = entries[0]
+            if len(entries) == 1:  # most gangs: one run
+                first = entries[0]
+                backoff = first.not_before or 0
+                # a lone run's gang is named by its task unless it is a gang's only
+                # pending member (then it still needs the gang's size: `_missing_members`)
+                task_ids: tuple[str, ...] = (first.task_id,) if gid in ganged else (gid,)
+                resources, controller = first.resources, first.controller
+            else:  # only a gang (a task id names one run)
+                entries.sort(key=attrgetter("key"))
+                first = entries[0]
+                backoff = max((e.not_before or 0) for e in entries)
+                task_ids = tuple(e.task_id for e in entries)
+                resources = sum((e.resources for e in entries), Resources())
+                controller = any(e.controller for e in entries)
             job = first.job
             pool = resolved.get(job.pool)
             if pool is None:
                 pool = resolved[job.pool] = self._pool_of(first)
-            if len(entries) == 1:  # most gangs: one run
-                backoff = first.not_before or 0
-                if backoff <= now_ms:
-                    queues[pool].append(Gang(
-                        gid, (first.task_id,) if gid in ganged else (gid,), pool,
-                        job.priority, job.seq * 1_000_000 + first.instance, first.resources,
-                        job.preemptible or unpreemptible, first.revocable, first.controller,
-                        job.spec.gang_size if gid in ganged else 1))
-                    continue
-            else:
-                backoff = max((e.not_before or 0) for e in entries)
             if backoff > now_ms:
                 waiting[gid] = pool
                 wake = min(wake, backoff)
                 continue
-            queues[pool].append(
-                Gang(
-                    gang_id=gid,
-                    task_ids=tuple(e.task_id for e in entries),
-                    pool=pool,
-                    priority=job.priority,
-                    seq=job.seq * 1_000_000 + first.instance,
-                    resources=sum((e.resources for e in entries), Resources()),
-                    preemptible=job.preemptible or unpreemptible,
-                    revocable=first.revocable,
-                    controller=any(e.controller for e in entries),
-                    min_members=job.spec.gang_members(first.instance, first.run),
-                )
-            )
+            queues[pool].append(Gang(
+                gid, task_ids, pool, job.priority, job.seq * 1_000_000 + first.instance,
+                resources, job.preemptible or unpreemptible, first.revocable, controller,
+                job.spec.gang_size if gid in ganged else 1))
         self._wake_at = wake
         return dict(queues), dict(members), waiting
 
@@ -706,13 +691,12 @@ class ResourceManager:
         pool_of_gang: dict[str, str],
     ) -> list[Event]:
         by_pool: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        mine = self.provisional.reasons  # (`reason` without a call when there are none)
         for gid in sorted(reasons):
             # a reason is republished when what it says changes, not its figures (or the
             # gang it names), which move with every admission in the pool
             says = reason_key(reasons[gid])
             for entry in members.get(gid, ()):
-                if reason_key(self.reason(entry) if mine else entry.reason) != says:
+                if reason_key(self.reason(entry)) != says:
                     self._decide("reasons", _key(entry), now_ms, reasons[gid])
                     by_pool[pool_of_gang[gid]].append(
                         {
