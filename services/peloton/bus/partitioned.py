@@ -114,6 +114,7 @@ class PartitionedShell:
         self.shards: dict[int, CoreDriver] = {}
         self.suspended: dict[int, CoreDriver] = {}
         self._building: dict[int, asyncio.Task[CoreDriver]] = {}
+        self._assigned: set[int] = set()  # the partitions of the latest assignment
         self._tail_lock: asyncio.Lock | None = None
         static: dict[str, Any] = ({"consumer_group_instance_id": f"peloton-{name}-{instance}"}
                                   if static_membership else {})
@@ -205,12 +206,15 @@ class PartitionedShell:
             return self.shards[p]
         task = self._building.get(p)
         if task is not None:
-            return await asyncio.shield(task)
+            await asyncio.shield(task)
+            return self.shards.get(p)  # None if it was revoked while it was built
         return None
 
     # ---- rebalances --------------------------------------------------------------------
     async def revoked(self, partitions: set[int]) -> None:
-        """Suspend the revoked shards now; snapshot them for whoever owns them next."""
+        """Suspend the revoked shards now; snapshot them for whoever owns them next (a
+        shard still being built is dropped when its build ends: `_build`)."""
+        self._assigned -= partitions
         for p in sorted(partitions):
             driver = self.shards.pop(p, None)
             if driver is None:
@@ -225,6 +229,7 @@ class PartitionedShell:
 
     async def assigned(self, partitions: set[int]) -> None:
         """Resume, drop or build shards so that this instance runs exactly `partitions`."""
+        self._assigned = set(partitions)
         for p in sorted(set(self.suspended) - partitions):
             driver = self.suspended.pop(p)
             log.info("%s-%s: partition %d moved to another instance", self.name,
@@ -253,9 +258,18 @@ class PartitionedShell:
                 async with driver.lock:
                     await driver.rebuild()
                 await driver.start_live()
-                self.shards[p] = driver
+                if p in self._assigned:
+                    self.shards[p] = driver
         finally:
             self._building.pop(p, None)
+        if p not in self._assigned:
+            # revoked while it was built: kept, it would tick and write snapshots of a
+            # partition another instance owns (a stale snapshot the next owner restores)
+            # and be taken for built if the partition came back
+            log.info("%s-%s: partition %d was revoked while it was being built: dropped",
+                     self.name, self.instance, p)
+            await driver.stop()
+            return driver
         log.info("%s-%s: partition %d ready in %.2fs", self.name, self.instance, p,
                  time.monotonic() - started)
         return driver
