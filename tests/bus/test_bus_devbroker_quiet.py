@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.protocol.fetch import FetchRequest
+from broker_topics import create_topic
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,12 +96,7 @@ async def test_idle_partitions_are_named_less_often_and_their_records_still_arri
     monkeypatch.setenv("PELOTON_BROKER_KIND", "tansu")
     monkeypatch.setattr(devbroker, "QUIET_AFTER_S", 0.3)
     monkeypatch.setattr(devbroker, "QUIET_EVERY_S", 0.2)
-    admin = AIOKafkaAdminClient(bootstrap_servers=fresh_broker)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic("quiet-test", 4, 1)])
-    finally:
-        await admin.close()
+    await create_topic(fresh_broker, "quiet-test", 4)
     producer = AIOKafkaProducer(bootstrap_servers=fresh_broker, **producer_settings())
     consumer = AIOKafkaConsumer(bootstrap_servers=fresh_broker, enable_auto_commit=False,
                                 auto_offset_reset="earliest", **consumer_settings())
