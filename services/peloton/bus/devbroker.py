@@ -4,21 +4,14 @@ Measured gaps (README, "The dev broker and production"):
 - ListOffsets "latest" answers the first offset of the last batch + 1, not the log end.
   `log_end_offsets` instead fetches and reads the high watermark from the fetch response,
   which Tansu reports correctly. Against Apache Kafka `consumer.end_offsets` is exact.
-- A fetch waits up to fetch_max_wait for records, and the broker polls while it waits: it
-  answers a record that arrives meanwhile late, the later the longer the wait (measured:
-  a Faust hop took 250-750 ms with Faust's fixed 1500 ms; 7 ms median with 25, 18 with
-  100), and an empty fetch cost it 1.2-2.6 ms of CPU with a 25 ms wait (1
-  and 32 partitions), 0.5-0.9 ms with 1 ms (with no wait it answers no records at all),
-  on this project's machines. Every consumer here asks for `FETCH_MAX_WAIT_MS`, and
+- A fetch's wait is polled: a record that arrives while a fetch waits is answered late,
+  the later the longer the wait (measured: a Faust hop took 250-750 ms with Faust's fixed
+  1500 ms; one record, 7 ms median with a 25 ms wait, 18 ms with 100), and the broker
+  burns CPU while it waits (an empty fetch cost it 1.2-2.6 ms with 25 ms, 1 to 32
+  partitions; 0.5-0.9 ms with 1 ms; with no wait it answers no records at all). Against
+  the dev broker every consumer here asks for `FETCH_MAX_WAIT_MS`, and
   `patch_faust_fetch_wait` makes Faust's consumer do the same (or use the wait its app
   asked for: the read model waits longer, `peloton.api.service.READ_MODEL_FETCH_WAIT_MS`).
-  Most partitions a consumer reads are quiet most of the time (kills, updates,
-  maintenance; all of them in an idle cluster), so `FetchPace` names a partition that
-  gave no record for `QUIET_AFTER_S` only every `QUIET_EVERY_S` (a record there waits
-  that much longer, once), and a fetch naming only quiet partitions asks the broker for
-  `BROKER_WAIT_MS`: the client keeps that pace instead of the broker's wait. Every
-  aiokafka consumer of the process gets it (`_patch_fetcher`, installed by
-  `consumer_settings` and `patch_faust_fetch_wait`).
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
   so nothing here relies on them.
@@ -39,7 +32,6 @@ import json
 import logging
 import os
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +46,6 @@ __all__ = ["is_dev_broker", "log_end_offsets", "producer_settings", "consumer_se
 log = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS = 25
-#: a partition that gave no record for this long is quiet, and fetched only every
-#: QUIET_EVERY_S (see FetchPace)
-QUIET_AFTER_S = 10.0
-QUIET_EVERY_S = 0.1
-#: the wait a fetch of quiet partitions only asks the broker for (module doc): the least
-#: that answers records (with 0 it answers none)
-BROKER_WAIT_MS = 1
 
 
 def is_dev_broker() -> bool:
@@ -75,10 +60,7 @@ def producer_settings() -> dict[str, object]:
 
 
 def consumer_settings() -> dict[str, object]:
-    if not is_dev_broker():
-        return {}
-    _patch_fetcher()
-    return {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
+    return {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS} if is_dev_broker() else {}
 
 
 #: app id (the consumer's group id) -> its fetch wait, for the apps that set their own
@@ -87,9 +69,9 @@ _FETCH_WAIT_BY_APP: dict[str, int] = {}
 
 def patch_faust_fetch_wait(app_id: str | None = None, wait_ms: int | None = None) -> None:
     """Make Faust's aiokafka consumer use FETCH_MAX_WAIT_MS, or `wait_ms` for the app
-    `app_id` (dev broker only; idempotent). The dev broker polls while a fetch waits and
-    charges each fetch by the partitions it names, so a consumer that can wait longer
-    (the read model, over every partition) should."""
+    `app_id` (dev broker only; idempotent). The dev broker answers a fetch only when its
+    wait expires and charges each answer by the partitions it covers, so a consumer that
+    can wait longer (the read model, over every partition) should."""
     if not is_dev_broker():
         return
     if app_id is not None and wait_ms is not None:
@@ -99,7 +81,6 @@ def patch_faust_fetch_wait(app_id: str | None = None, wait_ms: int | None = None
     import aiokafka
     from faust.transport.drivers import aiokafka as driver
 
-    _patch_fetcher()
     if getattr(driver.aiokafka, "_peloton_patched", False):
         return
 
@@ -235,101 +216,3 @@ def _patch_coordinator() -> None:
                     self.member_id = remembered  # and the file now names this process
 
     consumer_module.GroupCoordinator = _Coordinator  # type: ignore[misc]
-
-
-class FetchPace:
-    """Which partitions a fetch names, and how long the broker may wait on it (module
-    doc). A partition that gave records within `quiet_after_s` is *busy*: named in every
-    fetch. Any other is named once `quiet_every_s` has passed since it last was (at once
-    if it never was). Pure: times are given."""
-
-    def __init__(self, quiet_after_s: float | None = None,
-                 quiet_every_s: float | None = None) -> None:
-        self.quiet_after_s = QUIET_AFTER_S if quiet_after_s is None else quiet_after_s
-        self.quiet_every_s = QUIET_EVERY_S if quiet_every_s is None else quiet_every_s
-        self._records_at: dict[Any, float] = {}
-        self._named_at: dict[Any, float] = {}
-
-    def busy(self, tp: Any, now: float) -> bool:
-        got = self._records_at.get(tp)
-        return got is not None and now - got < self.quiet_after_s
-
-    def due_in(self, tp: Any, now: float) -> float:
-        """Seconds until the partition is due (0: name it now)."""
-        named = self._named_at.get(tp)
-        if named is None or self.busy(tp, now):
-            return 0.0
-        return max(0.0, named + self.quiet_every_s - now)
-
-    def named(self, tp: Any, now: float) -> None:
-        self._named_at[tp] = now
-
-    def gave_records(self, tp: Any, now: float) -> None:
-        self._records_at[tp] = now
-
-    def forget(self, keep: Any) -> None:
-        """Drop what is known of partitions not in `keep` (after a new assignment)."""
-        for known in (self._records_at, self._named_at):
-            for tp in [tp for tp in known if tp not in keep]:
-                del known[tp]
-
-
-def _patch_fetcher() -> None:
-    """Make every aiokafka consumer of this process name quiet partitions less often,
-    without the broker's wait (module doc; idempotent)."""
-    from aiokafka.consumer import consumer as consumer_module
-    from aiokafka.consumer.fetcher import Fetcher
-
-    if getattr(consumer_module.Fetcher, "_peloton_quiet", False):
-        return
-
-    class _Fetcher(Fetcher):  # type: ignore[misc]
-        _peloton_quiet = True
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._pace = FetchPace()
-            self._paced_assignment: Any = None
-            super().__init__(*args, **kwargs)
-
-        def _get_actions_per_node(self, assignment: Any) -> Any:
-            fetches, resets, timeout, invalid, resumes = super()._get_actions_per_node(
-                assignment)
-            pace, now = self._pace, time.monotonic()
-            if assignment is not self._paced_assignment:
-                pace.forget(set(assignment.tps))
-                self._paced_assignment = assignment
-            kept = []
-            for node_id, request in fetches:
-                named, busy = [], False
-                for topic_name, partitions in request.topics:
-                    due = []
-                    for part in partitions:
-                        tp = TopicPartition(topic_name, part[0])
-                        wait = pace.due_in(tp, now)
-                        if wait <= 0.0:
-                            pace.named(tp, now)
-                            busy = busy or pace.busy(tp, now)
-                            due.append(part)
-                        else:
-                            timeout = min(timeout, wait)
-                    if due:
-                        named.append((topic_name, due))
-                if named:
-                    request._topics = named
-                    if not busy:  # no wait to burn: the pace is kept here
-                        request._max_wait_ms = min(request._max_wait_ms, BROKER_WAIT_MS)
-                    kept.append((node_id, request))
-            return kept, resets, timeout, invalid, resumes
-
-        async def _proc_fetch_request(self, assignment: Any, node_id: Any,
-                                      request: Any) -> Any:
-            before = dict(self._records)
-            new_data = await super()._proc_fetch_request(assignment, node_id, request)
-            if new_data:
-                now = time.monotonic()
-                for tp, records in self._records.items():
-                    if before.get(tp) is not records:
-                        self._pace.gave_records(tp, now)
-            return new_data
-
-    consumer_module.Fetcher = _Fetcher  # type: ignore[misc]
