@@ -1,9 +1,10 @@
 """The dev broker's fetch wait, per Faust app: the read model polls less often.
 
-The dev broker answers a fetch only when its wait expires, so every consumer here asks
-for a short wait (`FETCH_MAX_WAIT_MS`); an app may ask for its own (`make_app`'s
-`fetch_wait_ms`: the read model, which covers every partition). Checked on the consumer
-Faust's driver would build for each app; against Apache Kafka nothing is changed.
+The dev broker answers records that arrive during a fetch's wait late (it polls), so
+every consumer here asks for a short wait (`FETCH_MAX_WAIT_MS`); an app may ask for its
+own (`make_app`'s `fetch_wait_ms`: the read model, which covers every partition). Checked
+on the consumer Faust's driver would build for each app; against Apache Kafka nothing is
+changed.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ BATCH = 1000
 WITHIN_S = 0.2
 STORE_RETRY_S = 1.0
 #: the read model's fetch wait on the dev broker (the services': 25 ms): it reads every
-#: partition of every topic, and the dev broker answers each fetch when the wait expires,
-#: charging by the partitions it covers; it writes in batches of up to WITHIN_S anyway
+#: partition of every topic, and the dev broker polls while a fetch waits and charges each
+#: fetch by the partitions it names; it writes in batches of up to WITHIN_S anyway
 READ_MODEL_FETCH_WAIT_MS = 100
 
 

@@ -69,9 +69,9 @@ _FETCH_WAIT_BY_APP: dict[str, int] = {}
 
 def patch_faust_fetch_wait(app_id: str | None = None, wait_ms: int | None = None) -> None:
     """Make Faust's aiokafka consumer use FETCH_MAX_WAIT_MS, or `wait_ms` for the app
-    `app_id` (dev broker only; idempotent). The dev broker answers a fetch only when its
-    wait expires and charges each answer by the partitions it covers, so a consumer that
-    can wait longer (the read model, over every partition) should."""
+    `app_id` (dev broker only; idempotent). The dev broker polls while a fetch waits and
+    charges each fetch by the partitions it names, so a consumer that can wait longer
+    (the read model, over every partition) should: it fetches less often."""
     if not is_dev_broker():
         return
     if app_id is not None and wait_ms is not None:

@@ -638,7 +638,7 @@ class ResourceManager:
             gid = (job.spec.gang_id(entry.instance, entry.run)
                    if job.spec.gang_size > 1 else None)
             if gid is None:
-                gid = f"{job.job_id}-{entry.instance}"  # entry.task_id
+                gid = entry.task_id
             else:
                 ganged.add(gid)
             listed = members.get(gid)
