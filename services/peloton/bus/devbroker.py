@@ -12,6 +12,13 @@ Measured gaps (README, "The dev broker and production"):
   the dev broker every consumer here asks for `FETCH_MAX_WAIT_MS`, and
   `patch_faust_fetch_wait` makes Faust's consumer do the same (or use the wait its app
   asked for: the read model waits longer, `peloton.api.service.READ_MODEL_FETCH_WAIT_MS`).
+  A consumer whose last `IDLE_AFTER_FETCHES` fetches brought no record asks for
+  `IDLE_FETCH_WAIT_MS` instead until one brings records (`FetchWait`; every aiokafka
+  consumer of the process, `_patch_fetcher`): an idle consumer then costs the broker a
+  third as much (measured: an empty fetch of 1-32 partitions 0.05-0.1 core per consumer
+  with 25 ms, 0.016-0.04 with 100), and the first record after a quiet spell is answered
+  in 17 ms (median) instead of 7. Every fetch still names every partition the consumer
+  reads, so records of its partitions are not held back behind one another.
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
   so nothing here relies on them.
@@ -40,12 +47,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from peloton.ha.liveness import certainly_gone, process_token
 
 __all__ = ["is_dev_broker", "log_end_offsets", "producer_settings", "consumer_settings",
-           "patch_faust_fetch_wait", "FETCH_MAX_WAIT_MS", "rejoin_as_dead_member",
-           "MemberMemory"]
+           "patch_faust_fetch_wait", "FETCH_MAX_WAIT_MS", "IDLE_FETCH_WAIT_MS",
+           "IDLE_AFTER_FETCHES", "FetchWait", "rejoin_as_dead_member", "MemberMemory"]
 
 log = logging.getLogger(__name__)
 
 FETCH_MAX_WAIT_MS = 25
+#: the wait an idle consumer asks for (module doc): after this many fetches in a row
+#: brought no record
+IDLE_FETCH_WAIT_MS = 100
+IDLE_AFTER_FETCHES = 4
 
 
 def is_dev_broker() -> bool:
@@ -60,7 +71,10 @@ def producer_settings() -> dict[str, object]:
 
 
 def consumer_settings() -> dict[str, object]:
-    return {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS} if is_dev_broker() else {}
+    if not is_dev_broker():
+        return {}
+    _patch_fetcher()
+    return {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
 
 
 #: app id (the consumer's group id) -> its fetch wait, for the apps that set their own
@@ -81,6 +95,7 @@ def patch_faust_fetch_wait(app_id: str | None = None, wait_ms: int | None = None
     import aiokafka
     from faust.transport.drivers import aiokafka as driver
 
+    _patch_fetcher()
     if getattr(driver.aiokafka, "_peloton_patched", False):
         return
 
@@ -216,3 +231,53 @@ def _patch_coordinator() -> None:
                     self.member_id = remembered  # and the file now names this process
 
     consumer_module.GroupCoordinator = _Coordinator  # type: ignore[misc]
+
+
+class FetchWait:
+    """The wait a consumer asks the dev broker for, by what its fetches brought (module
+    doc): its own (`busy_ms`) while records come; `idle_ms`, if longer, once `idle_after`
+    fetches in a row brought none; its own again from the first fetch that brings any.
+    Pure."""
+
+    def __init__(self, busy_ms: int, idle_ms: int = IDLE_FETCH_WAIT_MS,
+                 idle_after: int = IDLE_AFTER_FETCHES) -> None:
+        self.busy_ms = busy_ms
+        self.idle_ms = max(busy_ms, idle_ms)
+        self.idle_after = idle_after
+        self.empty = 0  # fetches in a row that brought no record
+
+    @property
+    def wait_ms(self) -> int:
+        return self.idle_ms if self.empty >= self.idle_after else self.busy_ms
+
+    def fetched(self, got_records: bool) -> int:
+        """Note what a fetch brought; the wait of the next one."""
+        self.empty = 0 if got_records else self.empty + 1
+        return self.wait_ms
+
+
+def _patch_fetcher() -> None:
+    """Make every aiokafka consumer of this process pace its fetch wait by `FetchWait`
+    (module doc; idempotent)."""
+    from aiokafka.consumer import consumer as consumer_module
+    from aiokafka.consumer.fetcher import Fetcher
+
+    if getattr(consumer_module.Fetcher, "_peloton_paced", False):
+        return
+
+    class _Fetcher(Fetcher):  # type: ignore[misc]
+        _peloton_paced = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.peloton_wait = FetchWait(int(self._fetch_max_wait_ms))  # type: ignore[has-type]
+
+        async def _proc_fetch_request(self, assignment: Any, node_id: Any,
+                                      request: Any) -> bool:
+            # aiokafka's answer: True when the fetch put records (or an error) out for
+            # the consumer; the next fetch request is built with this wait
+            got = bool(await super()._proc_fetch_request(assignment, node_id, request))
+            self._fetch_max_wait_ms = self.peloton_wait.fetched(got)
+            return got
+
+    consumer_module.Fetcher = _Fetcher  # type: ignore[misc]
