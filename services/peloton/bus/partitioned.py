@@ -168,6 +168,7 @@ class PartitionedShell:
                 shell.health.watch(asyncio.get_running_loop())
                 async with shell.router.lock:
                     await shell.router.publisher.start()
+                started()
 
             async def on_stop(self) -> None:
                 shell.health.passed("consuming", False)
@@ -175,9 +176,9 @@ class PartitionedShell:
                     await driver.stop()
                 await shell.router.stop()
 
+        started = announce_ready(self.app, f"{self.name}-{self.instance}", after_start=True,
+                                 on_ready=lambda: self.health.passed("consuming"))
         self.app.service(Lifecycle)
-        announce_ready(self.app, f"{self.name}-{self.instance}",
-                       on_ready=lambda: self.health.passed("consuming"))
 
     def _intake(self, topic_name: str, handle: Callable[[list[Record]], Any]) -> None:
         add_intake(self.app, topic_name, f"{self.name}-{topic_name}", handle, self.batch_max)

@@ -258,6 +258,7 @@ class ServiceShell:
                 if shell.election is not None:
                     await shell.election.start()
                 await shell.driver.start_live()
+                started()
 
             async def on_stop(self) -> None:
                 shell.health.passed("consuming", False)
@@ -265,8 +266,9 @@ class ServiceShell:
                     await shell.election.stop()
                 await shell.driver.stop()
 
+        started = announce_ready(self.app, self.name, after_start=True,
+                                 on_ready=lambda: self.health.passed("consuming"))
         self.app.service(Lifecycle)
-        announce_ready(self.app, self.name, on_ready=lambda: self.health.passed("consuming"))
         self.app.timer(LAG_SAMPLE_S, name=f"{self.name}-lag")(self._sample_lag)
 
     async def _maybe_snapshot(self) -> None:
