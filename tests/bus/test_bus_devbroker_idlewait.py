@@ -17,7 +17,7 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from broker_topics import create_topic
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -76,12 +76,7 @@ async def _fetch_until(consumer: AIOKafkaConsumer, wait_ms: int, within_s: float
 async def test_an_idle_consumer_waits_longer_and_a_record_brings_it_back(
         monkeypatch: pytest.MonkeyPatch, fresh_broker: str) -> None:
     monkeypatch.setenv("PELOTON_BROKER_KIND", "tansu")
-    admin = AIOKafkaAdminClient(bootstrap_servers=fresh_broker)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic("idle-wait", 4, 1)])
-    finally:
-        await admin.close()
+    await create_topic(fresh_broker, "idle-wait", 4)
     consumer = AIOKafkaConsumer(bootstrap_servers=fresh_broker, enable_auto_commit=False,
                                 auto_offset_reset="earliest", **consumer_settings())
     producer = AIOKafkaProducer(bootstrap_servers=fresh_broker, **producer_settings())

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from broker_topics import create_topic
 
 from peloton.bus.devbroker import MemberMemory
 from peloton.ha.liveness import certainly_gone, process_token
@@ -120,12 +120,7 @@ async def test_a_killed_members_restart_gets_every_partition_at_once(
         fresh_broker: str, tmp_path: Path) -> None:
     """Without the memory the dev broker keeps the killed member: the restart would get
     2 of the 4 partitions (or wait out the rebalance timeout for the dead leader)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=fresh_broker)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic("restart-join", 4, 1)])
-    finally:
-        await admin.close()
+    await create_topic(fresh_broker, "restart-join", 4)
     first = _member(fresh_broker, "peloton-test-1", tmp_path)
     try:
         _assigned_after(first, 20)
