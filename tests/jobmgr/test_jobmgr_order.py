@@ -29,6 +29,7 @@ from event_bodies import (
 from hypothesis import HealthCheck, given, settings
 from jobmgr_driver import Body, Jobmgr, changes, types
 
+from peloton.model.event import Event
 from peloton.model.taskstate import TaskState
 
 S = TaskState
@@ -81,6 +82,42 @@ def test_an_agent_success_read_before_every_other_fact_ends_the_job() -> None:
     assert jm.job_state("j") == "SUCCEEDED"
     assert admit(jm) + place(jm, "h1") + launched(jm, "h1") == []
     assert jm.states("j") == ["SUCCEEDED"] and jm.task("j", 0).host == "h1"
+
+
+def _hosts(events: list[Event]) -> list[str]:
+    return [c["host"] for e in events if e.type == "TaskStateChanged"
+            for c in e.body["changes"]]
+
+
+def test_a_launch_request_read_before_the_placement_records_the_placement_first() -> None:
+    """The host manager launches only what placement placed: READY -> PLACED on the
+    launch's host -> LAUNCHING, so the history names the host; the late placement is
+    stale (a gang's histories lost PLACED this way under a slower fetch pacing)."""
+    jm = submitted()
+    admit(jm)
+    out = jm.send("TaskLaunchRequested", launch_requested("h2", launch("j", 0)))
+    assert changes(out) == [("j", 0, 1, "READY", "PLACED"), ("j", 0, 1, "PLACED", "LAUNCHING")]
+    assert _hosts(out) == ["h2", "h2"]
+    assert "placement read after LAUNCHING" in out[0].body["changes"][0]["reason"]
+    assert place(jm, "h2") == []  # late: nothing moves, nothing twice
+    assert jm.states("j") == ["LAUNCHING"] and jm.task("j", 0).host == "h2"
+
+
+def test_an_agent_report_read_before_placement_and_launch_records_the_placement() -> None:
+    jm = submitted()
+    admit(jm)
+    out = jm.status("h3", "j", 0, "RUNNING")
+    assert changes(out) == [("j", 0, 1, "READY", "PLACED"), ("j", 0, 1, "PLACED", "RUNNING")]
+    assert _hosts(out) == ["h3", "h3"]
+    assert place(jm, "h3") + launched(jm, "h3") == []
+    assert jm.states("j") == ["RUNNING"]
+
+
+def test_a_run_not_admitted_yet_still_jumps_to_the_later_stage() -> None:
+    """PENDING: the resource manager never held the run, so no PLACED is written for it."""
+    jm = submitted()
+    out = jm.send("TaskLaunchRequested", launch_requested("h1", launch("j", 0)))
+    assert changes(out) == [("j", 0, 1, "PENDING", "LAUNCHING")]
 
 
 def test_an_admission_read_after_the_placement_does_not_move_placed_back_to_ready() -> None:
@@ -144,7 +181,8 @@ def test_a_failure_read_before_the_launch_is_final_and_fails_the_job() -> None:
     jm = submitted()
     admit(jm)
     out = jm.status("h1", "j", 0, "FAILED", exit_code=3)
-    assert changes(out) == [("j", 0, 1, "READY", "FAILED")]
+    # it failed on h1, so it was placed there: PLACED first (see the launch request above)
+    assert changes(out) == [("j", 0, 1, "READY", "PLACED"), ("j", 0, 1, "PLACED", "FAILED")]
     assert place(jm, "h1") + launched(jm, "h1") == []
     assert jm.job_state("j") == "FAILED"
 

@@ -31,6 +31,7 @@ from peloton.jobmgr.domain.folding import (
     RejectionVerdict,
     judge_rejection,
     moves_forward,
+    placement_implied,
     supersedes,
 )
 from peloton.jobmgr.domain.hosts import HostTable
@@ -415,6 +416,10 @@ class JobBook:
         elif target == S.KILLED and not task.kill_requested and cur.state != S.KILLING:
             target, reason = S.FAILED, reason or "killed outside the scheduler"
         if moves_forward(cur, ref["run"], target):
+            if placement_implied(cur, ref["run"], target, host):
+                self.emit(batch, job, task, S.PLACED, cur,
+                          f"placed (its placement read after {target.value})", host, None)
+                cur = batch.pending(job.job_id, task)
             self.emit(batch, job, task, target, cur, reason, host, exit_code, round_=round_)
 
     def _admitted(self, batch: Batch, ref: Ref, at: int) -> None:

@@ -8,6 +8,12 @@ arrive in any order. The rule, by `model.taskstate.STAGE`:
 - a fact proving a LATER stage than the run's state moves the run there at once (the
   stages in between happened; their records are late): `moves_forward`;
 - a fact about the same or an EARLIER stage is stale (or a duplicate) and is ignored;
+- one stage in between is written out: a launch request or an agent's report about a run
+  the job manager holds admitted but not yet placed (READY, PLACING) proves it was placed
+  on that host, so the run is recorded PLACED there first (`placement_implied`): its
+  history names where it was placed, whichever topic was read first. The other consumers
+  of the run's changes see the order they see when nothing is late. (A run not yet
+  admitted, PENDING, still jumps: the resource manager never held it.)
 - placements are told apart by their round (placement-made is keyed by round, so two
   placements of one run may be read in either order). A run is placed again only after
   its placement was rejected, so rounds only grow: a placement of a round no newer than
@@ -30,8 +36,8 @@ from peloton.jobmgr.domain.records import Pending
 from peloton.jobmgr.domain.states import can_transition
 from peloton.model.taskstate import STAGE, TERMINAL, TaskState
 
-__all__ = ["moves_forward", "supersedes", "RejectionVerdict", "judge_rejection",
-           "HeldRejections"]
+__all__ = ["moves_forward", "placement_implied", "supersedes", "RejectionVerdict",
+           "judge_rejection", "HeldRejections"]
 
 S = TaskState
 
@@ -41,6 +47,13 @@ def moves_forward(current: Pending, run: int, target: TaskState) -> bool:
     if run != current.run or current.state in TERMINAL or target == current.state:
         return False
     return STAGE[target] > STAGE[current.state] and can_transition(current.state, target)
+
+
+def placement_implied(current: Pending, run: int, target: TaskState, host: str | None) -> bool:
+    """True when a fact that `run` reached `target` on `host` (a launch request, an agent's
+    report) proves a placement on `host` the job manager has not read yet (module doc)."""
+    return (bool(host) and run == current.run and current.state in (S.READY, S.PLACING)
+            and STAGE[target] > STAGE[S.PLACED] and can_transition(current.state, S.PLACED))
 
 
 def supersedes(current: Pending, run: int, round_: int) -> bool:
