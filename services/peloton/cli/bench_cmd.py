@@ -62,6 +62,12 @@ def register(app: typer.Typer) -> typer.Typer:
     bench = typer.Typer(no_args_is_help=True, help="Benchmarks.")
     app.add_typer(bench, name="bench")
 
+    @bench.callback()
+    def _bench() -> None:
+        from peloton.minicluster.terminate import exit_on_sigterm
+
+        exit_on_sigterm()  # stopped by SIGTERM, a benchmark still takes its clusters down
+
     @bench.command("pipeline")
     def pipeline_cmd(tasks: int = 10_000, jobs: int = 10, agents: int = 2,
                      raw_events: int = 100_000, output: Output = "table") -> None:
