@@ -207,8 +207,9 @@ async def test_a_batch_the_broker_refuses_leaves_the_core_as_the_log_says(
 
 async def test_batches_that_wait_for_the_lock_are_decided_together(
         fresh_broker: str) -> None:
-    """Two agents' batches arrive while a decision holds the lock: the next holder decides
-    both, in the order they came, with one send; each call learns its own count."""
+    """Two agents' batches arrive while a decision holds the lock: the drainer decides
+    both at its next turn, in the order they came, with one send; each call learns its own
+    count."""
     import asyncio
 
     driver = await started(fresh_broker, AnswerCore())
@@ -231,6 +232,43 @@ async def test_batches_that_wait_for_the_lock_are_decided_together(
     assert await second == 3
     await driver.stop()
     assert sends == [5]
+    assert await answers(fresh_broker) == {j: 1 for j in JOBS}
+    assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
+
+
+async def test_a_call_whose_batch_is_decided_returns_without_waiting_for_later_batches(
+        fresh_broker: str) -> None:
+    """A batch that arrives while another round is being decided is decided at the next
+    round; the calls whose records the first round decided return as soon as it is
+    delivered, not after the next round (they used to queue on the lock behind it)."""
+    import asyncio
+
+    driver = await started(fresh_broker, AnswerCore())
+    await submit_one_partition(fresh_broker, JOBS)
+    batch = await the_batch(fresh_broker)
+    sends: list[int] = []
+    gate = asyncio.Event()
+    real_send = driver.publisher.send_all
+
+    async def send_all(records: Any) -> Any:
+        sends.append(len(records))
+        if len(sends) == 2:
+            await gate.wait()  # the second round's delivery is slow
+        return await real_send(records)
+
+    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    async with driver.lock:  # a tick in progress
+        first = asyncio.create_task(driver.on_records(batch[:1], CARRIES))
+        second = asyncio.create_task(driver.on_records(batch[1:3], CARRIES))
+        await asyncio.sleep(0.05)
+    third = asyncio.create_task(driver.on_records(batch[3:], CARRIES))  # during round 1
+    await asyncio.wait_for(asyncio.gather(first, second), timeout=10)
+    await asyncio.sleep(0.05)
+    assert sends == [3, 2] and not third.done()  # round 2 is still being delivered
+    assert (first.result(), second.result()) == (1, 2)
+    gate.set()
+    assert await third == 2
+    await driver.stop()
     assert await answers(fresh_broker) == {j: 1 for j in JOBS}
     assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
 
