@@ -19,7 +19,7 @@ from confluent_kafka import Producer
 from e2e_helpers import submit, wait_for, wait_job
 
 from peloton.bus.codec import default_codec
-from peloton.minicluster.cluster import Cluster
+from peloton.minicluster.cluster import Cluster, pid_alive
 from peloton.model.jobfile import parse_job_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -144,7 +144,7 @@ def test_kill_job_stops_its_processes(minicluster: Cluster, api: httpx.Client) -
     assert killed.returncode == 0, killed.stderr
     job = wait_job(api, job_id, TERMINAL, timeout=60)
     assert job["state"] == "KILLED"
-    wait_for(lambda: not any(_alive(p) for p in pids), timeout=20, what="processes gone")
+    wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=20, what="processes gone")
 
 
 def test_lost_agent_tasks_are_rescheduled(minicluster: Cluster, api: httpx.Client) -> None:
@@ -203,14 +203,6 @@ def _task_pids(cluster: Cluster, job_id: str) -> list[int]:
         if f"PELOTON_JOB_ID={job_id}".encode() in environ and cmdline.startswith(b"sleep"):
             pids.append(int(proc.name))
     return pids
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_readme_kafka_snippet_submits_a_job(minicluster: Cluster, api: httpx.Client,

@@ -5,7 +5,6 @@ and the simulated agents all end, and the process exits with 143."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from peloton.minicluster.cluster import pid_alive
 from peloton.minicluster.terminate import SIGTERM_STATUS, exit_on_sigterm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _wait_for(check: object, timeout: float) -> bool:
@@ -50,11 +42,11 @@ def test_sigterm_in_a_benchmark_stops_its_whole_cluster(tmp_path: Path) -> None:
         procs = json.loads((run_dir / "cluster.json").read_text())["procs"]
         pids = {name: p["pid"] for name, p in procs.items()}
         assert {"broker", "etcd", "jobmgr", "agent-fleet-1"} <= set(pids)
-        assert all(_alive(pid) for pid in pids.values())
+        assert all(pid_alive(pid) for pid in pids.values())
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(timeout=60) == SIGTERM_STATUS
-        assert _wait_for(lambda: not any(_alive(p) for p in pids.values()), 15), {
-            n: p for n, p in pids.items() if _alive(p)}
+        assert _wait_for(lambda: not any(pid_alive(p) for p in pids.values()), 15), {
+            n: p for n, p in pids.items() if pid_alive(p)}
     finally:
         if bench.poll() is None:
             bench.kill()

@@ -32,7 +32,7 @@ import httpx
 from peloton.minicluster.admintoken import ensure_admin_token, read_admin_token, tokens_file
 from peloton.minicluster.servers import free_ports, start_etcd, start_tansu
 
-__all__ = ["AgentSpec", "Layout", "Cluster", "up", "down", "status", "load"]
+__all__ = ["AgentSpec", "Layout", "Cluster", "up", "down", "status", "load", "pid_alive"]
 
 
 #: the services that run as one process, or partitioned as `<service>-<n>` (Layout's
@@ -227,10 +227,10 @@ class Cluster:
         for pid in pids:
             _signal(pid, sig)
         deadline = time.monotonic() + timeout
-        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid in pids:
-            if _alive(pid):
+            if pid_alive(pid):
                 _signal(pid, signal.SIGKILL)
             _reap(pid)
 
@@ -240,7 +240,7 @@ class Cluster:
 
     def alive(self, name: str) -> bool:
         proc = self.procs.get(name)
-        return proc is not None and _alive(proc.pid)
+        return proc is not None and pid_alive(proc.pid)
 
     def wait_consuming(self, names: list[str], timeout: float = 90.0) -> None:
         """Wait until each named service has joined its consumer group (its ready file)."""
@@ -369,7 +369,8 @@ def _is_group_leader(pid: int) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether the process runs (a zombie does not; a child of ours that ended is reaped)."""
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
         if waited == pid:
