@@ -367,7 +367,8 @@ class CoreDriver:
                         if not isinstance(exc, Exception):
                             raise
         finally:
-            self._drainer = None
+            if self._drainer is asyncio.current_task():  # not one `stop` already replaced
+                self._drainer = None
 
     def _tick_soon(self) -> None:
         """Tick soon if the core asks for it (module doc), unless a tick is on its way."""
