@@ -39,6 +39,12 @@ __all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS", "encode_events
 #: 1,751-1,797 tasks/s, CPU per 1,000 tasks paced at ~1,000 tasks/s 1.73-1.81 against
 #: 1.85-1.91 s, p99 submit -> RUNNING there 0.67-0.82 against 0.66-0.95 s (p50 +40 ms).
 LINGER_MS = 10
+#: the most bytes of one partition's records in one batch (aiokafka's default is 16 KiB).
+#: A request carries one batch per partition and aiokafka keeps one request in flight
+#: per broker, so a decision that wrote more than a batch to a partition (a joined
+#: TaskStateChanged alone may hold 256 KiB, `coalesce.MAX_BYTES`) went out in as many
+#: round trips, one after the other, and `send` waited for each full batch to drain
+MAX_BATCH_BYTES = 1 << 20
 
 Delivered = tuple[str, int, int]
 
@@ -61,6 +67,18 @@ def key_partitioner(key: bytes | None, all_partitions: list[int],
     return all_partitions[partition_for(key, len(all_partitions))]
 
 
+async def _send_now(producer: AIOKafkaProducer) -> None:
+    """Send what `producer` holds now instead of after its linger: the caller awaits
+    every delivery before it sends anything more, so nothing would join the batches while
+    they linger (LINGER_MS only added its 10 ms to every decision's delivery). Closes the
+    open batches and wakes aiokafka's sender (its accumulator's `flush_for_commit`, which
+    transactions use; an aiokafka without it keeps the linger)."""
+    accumulator = getattr(producer, "_message_accumulator", None)
+    close = getattr(accumulator, "flush_for_commit", None)
+    if close is not None:
+        await close()
+
+
 class PublishError(RuntimeError):
     """The broker did not take a record (the events may be partly in the log)."""
 
@@ -78,7 +96,7 @@ class Publisher:
         if self._producer is None:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap, linger_ms=LINGER_MS, max_request_size=16 << 20,
-                partitioner=key_partitioner,
+                max_batch_size=MAX_BATCH_BYTES, partitioner=key_partitioner,
                 **producer_settings(), **client_settings())  # type: ignore[arg-type]
             await producer.start()
             self._producer = producer
@@ -114,6 +132,7 @@ class Publisher:
                 placed = [(t, k, v, None) for t, k, v in records]
             futures: list[Any] = [await producer.send(t, value=v, key=k, partition=p)
                                   for t, k, v, p in placed]
+            await _send_now(producer)
             metas = await asyncio.gather(*futures)
         except KafkaError as exc:
             raise PublishError(f"{type(exc).__name__}: {exc}") from exc
