@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
+from polling import wait_for
 
 from peloton.minicluster.cluster import Cluster
 
@@ -18,23 +16,6 @@ def api_client(cluster: Cluster) -> httpx.Client:
     """A client of the cluster's API sending its admin token (the one `up` made)."""
     return httpx.Client(base_url=cluster.layout.api_url, timeout=10,
                         headers=cluster.api_headers)
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.3,
-             what: str = "condition") -> Any:
-    """Poll check() until it returns something truthy; fail with the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (httpx.HTTPError, KeyError, ValueError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 def job_state(client: httpx.Client, job_id: str) -> str | None:

@@ -8,24 +8,15 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from peloton.minicluster.cluster import pid_alive
 from peloton.minicluster.terminate import SIGTERM_STATUS, exit_on_sigterm
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
-
-
-def _wait_for(check: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def test_sigterm_in_a_benchmark_stops_its_whole_cluster(tmp_path: Path) -> None:
@@ -38,15 +29,15 @@ def test_sigterm_in_a_benchmark_stops_its_whole_cluster(tmp_path: Path) -> None:
              "burst", "--jobs", "3000", "--hosts", "4", "--run-dir", str(run_dir)],
             stdout=subprocess.DEVNULL, stderr=err_file)
     try:
-        assert _wait_for(lambda: "submitting" in err.read_text(), 90), err.read_text()
+        wait_for(lambda: "submitting" in err.read_text(), 90, what="the jobs submitted")
         procs = json.loads((run_dir / "cluster.json").read_text())["procs"]
         pids = {name: p["pid"] for name, p in procs.items()}
         assert {"broker", "etcd", "jobmgr", "agent-fleet-1"} <= set(pids)
         assert all(pid_alive(pid) for pid in pids.values())
         bench.send_signal(signal.SIGTERM)
         assert bench.wait(timeout=60) == SIGTERM_STATUS
-        assert _wait_for(lambda: not any(pid_alive(p) for p in pids.values()), 15), {
-            n: p for n, p in pids.items() if pid_alive(p)}
+        wait_for(lambda: not any(pid_alive(p) for p in pids.values()), 15,
+                 what=f"every process of the cluster ({', '.join(sorted(pids))}) to end")
     finally:
         if bench.poll() is None:
             bench.kill()
