@@ -3,13 +3,14 @@ at each step, and cycles that die after being frozen are reclaimed at the next t
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from peloton.bus.gcpolicy import FREEZE_S, GEN0_THRESHOLD, GcPolicy, install
+from peloton.bus.gcpolicy import FREEZE_S, GEN0_THRESHOLD, GcPolicy, configure, install, keep
 
 
 class _Node:
@@ -104,3 +105,36 @@ def test_a_threshold_that_is_not_a_positive_integer_is_refused_by_name(
     with pytest.raises(ValueError, match="PELOTON_GC_THRESHOLD0"):
         install(_RecordingApp(), {"PELOTON_GC_THRESHOLD0": raw})
     assert gc.get_threshold() == thresholds
+
+
+def test_configured_outside_faust_it_sets_the_threshold_or_nothing_when_off(
+        thresholds: tuple[int, int, int]) -> None:
+    assert configure({"PELOTON_GC_FREEZE": "0"}) is None
+    assert gc.get_threshold() == thresholds
+    assert isinstance(configure({}), GcPolicy)
+    assert gc.get_threshold() == (GEN0_THRESHOLD, *thresholds[1:])
+
+
+def test_kept_as_a_task_it_steps_at_once_and_then_every_interval() -> None:
+    class _Counting(GcPolicy):
+        steps = 0
+
+        def step(self) -> None:
+            self.steps += 1
+
+    async def run() -> tuple[int, int]:
+        policy = _Counting()
+        task = asyncio.ensure_future(keep(policy, interval_s=0.01))
+        await asyncio.sleep(0)
+        first = policy.steps  # the first step does not wait for the interval
+        for _ in range(200):  # then it repeats (at most 2 s on a loaded machine)
+            if policy.steps >= 3:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return first, policy.steps
+
+    first, later = asyncio.run(run())
+    assert first == 1
+    assert later >= 3

@@ -30,7 +30,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from peloton.bus import eventloop
+from peloton.bus import eventloop, gcpolicy
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.driver import CoreDriver, Record
@@ -66,6 +66,7 @@ class AgentShell:
         self.health = Health(name)
         self.health.require("rebuilt", "consuming")
         self.started = asyncio.Event()  # made here; used in the loop of `serve`
+        self.gc_policy: gcpolicy.GcPolicy | None = None  # `run` sets it (a process's own)
 
     @property
     def core(self) -> Any:
@@ -115,6 +116,8 @@ class AgentShell:
             self.started.set()
             tasks = [asyncio.ensure_future(self.consumer.run()),
                      asyncio.ensure_future(self._ticks())]
+            if self.gc_policy is not None:  # its first step after the start: a quiet moment
+                tasks.append(asyncio.ensure_future(gcpolicy.keep(self.gc_policy)))
             waiter = asyncio.ensure_future(stop.wait())
             done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
@@ -133,8 +136,10 @@ class AgentShell:
 
     def run(self) -> None:
         """Blocking: health server (if a port is set), then `serve` until a signal, on
-        uvloop where installed (`peloton.bus.eventloop`)."""
+        uvloop where installed (`peloton.bus.eventloop`), with the services' garbage
+        collection (`peloton.bus.gcpolicy`)."""
         eventloop.install()
+        self.gc_policy = gcpolicy.configure()
         server = health_server(self.health, self.health_port, self.health_bind)
         try:
             asyncio.run(self.serve())

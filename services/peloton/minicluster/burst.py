@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from peloton.bus import gcpolicy
 from peloton.minicluster.cluster import Cluster, Layout, down, up
 from peloton.minicluster.fleet import start_fleets
 from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_offers
@@ -67,7 +68,23 @@ async def run_burst(bootstrap: str, sizes: list[int], duration_s: float, task_cp
                     from_end: bool = False) -> BurstOutcome:
     """Submit one job per size (all at once, or `rate` jobs/s) and follow job-events until
     every job is terminal, nothing changed for `settle_s`, or `timeout_s` passed.
-    `from_end`: follow job-events from about its end (a later burst on the same cluster)."""
+    `from_end`: follow job-events from about its end (a later burst on the same cluster).
+    The process collects garbage as the services do (`peloton.bus.gcpolicy`): the
+    follower holds every task's history of the wave."""
+    policy = gcpolicy.configure()
+    keeper = None if policy is None else asyncio.ensure_future(gcpolicy.keep(policy))
+    try:
+        return await _run_burst(bootstrap, sizes, duration_s, task_cpu, settle_s,
+                                timeout_s, say, rate, from_end)
+    finally:
+        if keeper is not None:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+
+async def _run_burst(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
+                     settle_s: float, timeout_s: float, say: Progress, rate: float,
+                     from_end: bool) -> BurstOutcome:
     tag = uuid.uuid4().hex[:6]
     wanted = {f"burst-{tag}-{j}": n for j, n in enumerate(sizes)}
     total = sum(sizes)
