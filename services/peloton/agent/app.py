@@ -226,6 +226,12 @@ class AgentCore:
             grace = launch.get("kill_grace_period_s")
             self.health.watch(rid, check, launch.get("ports") or {},
                               DEFAULT_GRACE_S if grace is None else float(grace))
+        if isinstance(self.runner, SimulatedRunner):  # starts without waiting: no task
+            try:
+                self.runner.launch_now(rid, launch["command"], launch["env"])
+            except (AgentError, OSError) as exc:
+                self._refused(rid, exc)
+            return
         resources = Resources.from_mapping(launch.get("resources"))
         self._spawn(self._launch(rid, launch["command"], launch["env"], launch.get("volume"),
                                  resources))
@@ -234,8 +240,12 @@ class AgentCore:
                       volume: str | None, resources: Resources) -> None:
         try:
             await self.runner.launch(rid, command, env, volume=volume, resources=resources)
-        except (AgentError, OSError) as exc:  # not started: say so, or it waits forever
-            self._observe(TaskStatus(rid, RunState.FAILED, None, f"launch refused: {exc}", ""))
+        except (AgentError, OSError) as exc:
+            self._refused(rid, exc)
+
+    def _refused(self, rid: str, exc: Exception) -> None:
+        """Not started: say so, or it waits forever."""
+        self._observe(TaskStatus(rid, RunState.FAILED, None, f"launch refused: {exc}", ""))
 
     async def _probe(self, probe: Probe) -> None:
         """Run one health check and fold its result (see the module doc)."""

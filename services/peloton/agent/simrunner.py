@@ -120,6 +120,12 @@ class SimulatedRunner:
         """Start a simulated run; no-op if run_id is already known (`volume` and
         `resources` are ignored: nothing runs). Raises InvalidRunIdError,
         RunnerClosedError."""
+        self.launch_now(run_id, command, env)
+
+    def launch_now(self, run_id: str, command: str, env: Mapping[str, str]) -> None:
+        """`launch` without awaiting: a simulated start waits for nothing, so the agent
+        calls this directly rather than making a task per launch (a simulated fleet of
+        thousands of hosts launches hundreds a second). Call it from the runner's loop."""
         validate_run_id(run_id)
         if run_id in self._runs:
             return
