@@ -227,8 +227,8 @@ def logs(draw: st.DrawFn) -> list[Fact]:
         at += 1
         part = f"jobs/{job_id}"
         options = {"pending": ["admit", "defer"], "admitted": ["ready"],
-                   "ready": ["requeue", "run", "preempt"], "running": ["finish", "fail",
-                                                                      "preempt"],
+                   "ready": ["requeue", "place", "run", "preempt"],
+                   "running": ["finish", "fail", "preempt"],
                    # a READY victim the job manager requeued (placement timeout) before
                    # it read the preemption: the run stays, PENDING again
                    "preempted-ready": ["kill", "requeue"],
@@ -251,6 +251,10 @@ def logs(draw: st.DrawFn) -> list[Fact]:
                 job_id, i, "PENDING", run=run, previous="READY", at=at,
                 not_before_ms=at + 50)))
             runs[(job_id, i)][1] = "pending"
+        elif action == "place":  # a held stage to another, still waiting to start
+            facts.append((part, "TaskStateChanged", change(
+                job_id, i, draw(st.sampled_from(["PLACED", "LAUNCHING"])), run=run,
+                previous="READY", at=at)))
         elif action == "run":
             facts.append((part, "TaskStateChanged", change(job_id, i, "RUNNING", run=run,
                                                            previous="READY", at=at)))

@@ -80,6 +80,20 @@ def sums_of(ledger: Ledger) -> Any:
     return [dict(s) for s in ledger.sums]
 
 
+def indexes_of(ledger: Ledger) -> dict[str, set[Any]]:
+    return {"pending": set(ledger.pending), "holding": set(ledger.holding),
+            "unused": set(ledger.unused), "preempted": set(ledger.preempted)}
+
+
+def from_scratch_indexes(ledger: Ledger) -> dict[str, set[Any]]:
+    """The runs each index should hold, by every live run's own properties."""
+    live = ledger.tasks.items()
+    return {"pending": {k for k, e in live if e.pending},
+            "holding": {k for k, e in live if e.holding},
+            "unused": {k for k, e in live if e.admitted},
+            "preempted": {k for k, e in live if e.preempted_at is not None}}
+
+
 # ------------------------------------------------------------------- ledger
 
 
@@ -126,6 +140,7 @@ def test_totals_equal_a_recomputation_after_any_interleaving_redelivery_or_resto
         assert sums_of(ledger) == list(from_scratch_sums(ledger))
         assert ledger.filed == {k: usage_class(e) for k, e in ledger.tasks.items()
                                 if usage_class(e) is not None}
+        assert indexes_of(ledger) == from_scratch_indexes(ledger)
     assert sums_of(ledger) == sums_of(expected)
 
 

@@ -461,6 +461,16 @@ class Ledger:
             self.ended[job.job_id][entry.instance] = entry.run
             self.version += 1
             return
+        if state in HOLDING and entry.state in HOLDING and entry.not_before is None:
+            # a held stage to another (5 of a run's 7 changes): held before and after,
+            # never admitted-unused (HOLDING and _UNSTARTED are apart), so every index
+            # and sum `_index` keeps already says so; only the state moves
+            if state is not entry.state:
+                entry.state = state
+                self.version += 1
+            if state in _STARTED and not entry.started_seq:
+                entry.started_seq = at
+            return
         old = (entry.state, entry.not_before, entry.holding, entry.pending,
                entry.preempted_at)
         if state == S.PENDING:
