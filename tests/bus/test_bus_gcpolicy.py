@@ -138,3 +138,44 @@ def test_kept_as_a_task_it_steps_at_once_and_then_every_interval() -> None:
     first, later = asyncio.run(run())
     assert first == 1
     assert later >= 3
+
+
+def test_kept_with_now_false_it_waits_one_interval_before_the_first_step() -> None:
+    class _Counting(GcPolicy):
+        steps = 0
+
+        def step(self) -> None:
+            self.steps += 1
+
+    async def run() -> tuple[int, int]:
+        policy = _Counting()
+        task = asyncio.ensure_future(keep(policy, interval_s=0.05, now=False))
+        await asyncio.sleep(0)
+        first = policy.steps
+        for _ in range(200):
+            if policy.steps >= 1:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return first, policy.steps
+
+    first, later = asyncio.run(run())
+    assert first == 0
+    assert later >= 1
+
+
+def test_the_benchmark_client_has_one_policy_stepped_at_its_first_call(
+        thresholds: tuple[int, int, int]) -> None:
+    from peloton.minicluster.burst import client_gc
+
+    client_gc.cache_clear()
+    gc.unfreeze()
+    try:
+        policy = client_gc()
+        assert policy is not None and gc.get_freeze_count() > 0  # stepped at once
+        assert client_gc() is policy  # one for the process: its thaw clock carries on
+        assert gc.get_threshold()[0] == GEN0_THRESHOLD
+    finally:
+        client_gc.cache_clear()
+

@@ -93,9 +93,11 @@ def install(app: Any, environ: Any = os.environ) -> GcPolicy | None:
     return policy
 
 
-async def keep(policy: GcPolicy, interval_s: float = FREEZE_S) -> None:
-    """Outside Faust, as a task: a step now, then one every `interval_s`, until
-    cancelled."""
+async def keep(policy: GcPolicy, interval_s: float = FREEZE_S, *, now: bool = True) -> None:
+    """Outside Faust, as a task: a step now (`now`; else after the first interval), then
+    one every `interval_s`, until cancelled."""
+    if not now:
+        await asyncio.sleep(interval_s)
     while True:
         policy.step()
         await asyncio.sleep(interval_s)

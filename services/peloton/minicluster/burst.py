@@ -23,6 +23,7 @@ after `timeout_s` in all. The cluster is torn down whatever happens.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import tempfile
 import time
@@ -63,16 +64,29 @@ class BurstOutcome:
     stop_reason: str
 
 
+@functools.cache
+def client_gc() -> gcpolicy.GcPolicy | None:
+    """The benchmark process's garbage collection (`peloton.bus.gcpolicy`), one policy for
+    the process, configured at the first call and stepped then (its first step collects
+    the whole heap: call it at a quiet moment, before anything is measured, as
+    `fleet_cluster` does); each `run_burst` keeps it stepping."""
+    policy = gcpolicy.configure()
+    if policy is not None:
+        policy.step()
+    return policy
+
+
 async def run_burst(bootstrap: str, sizes: list[int], duration_s: float, task_cpu: float,
                     settle_s: float, timeout_s: float, say: Progress, rate: float = 0.0,
                     from_end: bool = False) -> BurstOutcome:
     """Submit one job per size (all at once, or `rate` jobs/s) and follow job-events until
     every job is terminal, nothing changed for `settle_s`, or `timeout_s` passed.
     `from_end`: follow job-events from about its end (a later burst on the same cluster).
-    The process collects garbage as the services do (`peloton.bus.gcpolicy`): the
-    follower holds every task's history of the wave."""
-    policy = gcpolicy.configure()
-    keeper = None if policy is None else asyncio.ensure_future(gcpolicy.keep(policy))
+    The process collects garbage as the services do (`client_gc`): the follower holds
+    every task's history of the wave."""
+    policy = client_gc()
+    keeper = (None if policy is None
+              else asyncio.ensure_future(gcpolicy.keep(policy, now=False)))
     try:
         return await _run_burst(bootstrap, sizes, duration_s, task_cpu, settle_s,
                                 timeout_s, say, rate, from_end)
@@ -195,6 +209,7 @@ def fleet_cluster(hosts: int, agent_processes: int, cpu_per_host: float, say: Pr
                          heartbeat_s=heartbeat_s)
             asyncio.run(wait_offers(lay.bootstrap, {f"host-{i + 1}" for i in range(hosts)},
                                     offer_timeout_s))
+            client_gc()  # a quiet moment: before anything is measured
             yield FleetCluster(cluster, hosts, time.monotonic() - started)
         finally:
             down(lay.run_dir)
