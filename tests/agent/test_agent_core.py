@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -283,4 +284,18 @@ def test_a_simulated_launch_starts_within_the_handle_without_a_task_per_launch()
     host.advance(TICK_MS)
     assert sorted(host.statuses()) == sorted(
         (run_id("j", i, 1), s) for i in range(3) for s in ("STARTING", "RUNNING"))
+    host.close()
+
+
+def test_a_launch_with_unreadable_resources_is_refused_whole_by_a_simulated_agent() -> None:
+    """The simulated runner ignores resources, but the launch is read as every runner reads
+    it: an unknown resource kind is an error (the shell dead-letters the record), not a
+    run started."""
+    host = Host()
+    body = {"host": HOST, "incarnation": INCARNATION, "at": host.now,
+            "launches": [{"job_id": "j", "instance": 0, "run": 1, "command": "sleep 0.2",
+                          "env": {}, "resources": {"cpu": 1.0, "qubits": 2.0}}]}
+    with pytest.raises(ValueError, match="qubits"):
+        host.deliver("TaskLaunchRequested", body)
+    assert host.core.runner.running() == []
     host.close()

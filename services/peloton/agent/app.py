@@ -226,13 +226,13 @@ class AgentCore:
             grace = launch.get("kill_grace_period_s")
             self.health.watch(rid, check, launch.get("ports") or {},
                               DEFAULT_GRACE_S if grace is None else float(grace))
+        resources = Resources.from_mapping(launch.get("resources"))  # read by every runner
         if isinstance(self.runner, SimulatedRunner):  # starts without waiting: no task
             try:
                 self.runner.launch_now(rid, launch["command"], launch["env"])
             except (AgentError, OSError) as exc:
                 self._refused(rid, exc)
             return
-        resources = Resources.from_mapping(launch.get("resources"))
         self._spawn(self._launch(rid, launch["command"], launch["env"], launch.get("volume"),
                                  resources))
 
