@@ -115,52 +115,40 @@ def test_configured_outside_faust_it_sets_the_threshold_or_nothing_when_off(
     assert gc.get_threshold() == (GEN0_THRESHOLD, *thresholds[1:])
 
 
-def test_kept_as_a_task_it_steps_at_once_and_then_every_interval() -> None:
-    class _Counting(GcPolicy):
-        steps = 0
+class _Counting(GcPolicy):
+    steps = 0
 
-        def step(self) -> None:
-            self.steps += 1
+    def step(self) -> None:
+        self.steps += 1
 
+
+def _kept(interval_s: float, now: bool, until: int) -> tuple[int, int]:
+    """The steps `keep` took before the loop first ran, and once `until` were taken (or 2 s
+    passed: a loaded machine)."""
     async def run() -> tuple[int, int]:
         policy = _Counting()
-        task = asyncio.ensure_future(keep(policy, interval_s=0.01))
-        await asyncio.sleep(0)
-        first = policy.steps  # the first step does not wait for the interval
-        for _ in range(200):  # then it repeats (at most 2 s on a loaded machine)
-            if policy.steps >= 3:
-                break
-            await asyncio.sleep(0.01)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return first, policy.steps
-
-    first, later = asyncio.run(run())
-    assert first == 1
-    assert later >= 3
-
-
-def test_kept_with_now_false_it_waits_one_interval_before_the_first_step() -> None:
-    class _Counting(GcPolicy):
-        steps = 0
-
-        def step(self) -> None:
-            self.steps += 1
-
-    async def run() -> tuple[int, int]:
-        policy = _Counting()
-        task = asyncio.ensure_future(keep(policy, interval_s=0.05, now=False))
+        task = asyncio.ensure_future(keep(policy, interval_s=interval_s, now=now))
         await asyncio.sleep(0)
         first = policy.steps
         for _ in range(200):
-            if policy.steps >= 1:
+            if policy.steps >= until:
                 break
             await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return first, policy.steps
 
-    first, later = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_kept_as_a_task_it_steps_at_once_and_then_every_interval() -> None:
+    first, later = _kept(0.01, now=True, until=3)
+    assert first == 1  # the first step does not wait for the interval
+    assert later >= 3  # then it repeats
+
+
+def test_kept_with_now_false_it_waits_one_interval_before_the_first_step() -> None:
+    first, later = _kept(0.05, now=False, until=1)
     assert first == 0
     assert later >= 1
 
