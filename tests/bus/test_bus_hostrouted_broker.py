@@ -143,3 +143,21 @@ def test_the_later_of_two_agents_of_one_host_serves_it(
         asyncio.run(go())
     assert any("another agent registered this host after this one (incarnation inc-new "
                "after inc-old)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_core_without_ticks_keeps_being_served(fresh_broker: str) -> None:
+    """The shell ends when the first of its tasks ends; a core with no tick interval has no
+    tick task, rather than one that ends at once and takes the consumer down with it."""
+    async def go() -> None:
+        core = AgentCore(config("quiet", "inc-q"))
+        core.tick_interval = None
+        shell = AgentShell("agent-quiet", core, fresh_broker, ["quiet"])
+        stop, task = await running(shell)
+        try:
+            await asyncio.sleep(0.5)  # the old shell had returned by now
+            assert not task.done()
+        finally:
+            stop.set()
+            await task
+
+    asyncio.run(go())

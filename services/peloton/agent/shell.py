@@ -89,10 +89,7 @@ class AgentShell:
             Path(marker).write_text(str(os.getpid()))
         log.info("%s: registered %d host(s), consuming", self.name, len(self.route.hosts))
 
-    async def _ticks(self) -> None:
-        interval = self.core.tick_interval
-        if not interval:
-            return
+    async def _ticks(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
             await self.driver.tick()
@@ -114,8 +111,10 @@ class AgentShell:
                 web = await _log_server(self.core, self.web_bind, self.web_port)
             await self.start()
             self.started.set()
-            tasks = [asyncio.ensure_future(self.consumer.run()),
-                     asyncio.ensure_future(self._ticks())]
+            # every task runs until cancelled: the first to end (an error) ends the shell
+            tasks = [asyncio.ensure_future(self.consumer.run())]
+            if self.core.tick_interval:  # a core without ticks has no task for them
+                tasks.append(asyncio.ensure_future(self._ticks(self.core.tick_interval)))
             if self.gc_policy is not None:  # its first step after the start: a quiet moment
                 tasks.append(asyncio.ensure_future(gcpolicy.keep(self.gc_policy)))
             waiter = asyncio.ensure_future(stop.wait())
