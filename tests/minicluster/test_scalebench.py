@@ -5,6 +5,8 @@ a minicluster for minutes: not a test)."""
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from peloton.minicluster.scalebench import (
     bus_floor,
     cpu_per_thousand,
     cpu_sample,
+    interpreter,
     jobs_per_s,
     plan_waves,
     plot,
@@ -148,7 +151,7 @@ def _result() -> dict[str, Any]:
     cfg = {"config": CONFIGS[0].name, "hosts": 1_000, "hosts_offered_s": 2.0,
            "raw_bus_events_per_s": 30_000.0, "idle_cores": {"jobmgr": 0.1, "total": 0.5},
            "waves": rows, "summary": summarize(rows)}
-    return {"tasks": 100_000, "hosts": 1_000, "seed": 7,
+    return {"tasks": 100_000, "hosts": 1_000, "seed": 7, "python": "CPython 3.11.2 (/v/bin/py)",
             "configs": [cfg, {"config": "broken", "hosts": 1_000, "error": "hosts not offered"}]}
 
 
@@ -178,8 +181,15 @@ def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
         console.print(table)
     text = console.export_text()
     assert "paced 50%" in text and "hosts not offered" in text and "jobmgr" in text
+    assert "on CPython 3.11.2 (/v/bin/py)" in text
     path = plot(_result(), tmp_path / "scale.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_interpreter_named_is_this_process_s_own() -> None:
+    named = interpreter()
+    assert named.endswith(f"({sys.executable})")
+    assert platform.python_version() in named and platform.python_implementation() in named
 
 
 def test_an_unknown_configuration_is_refused_before_anything_starts() -> None:

@@ -3,7 +3,8 @@
 The wheel is built with `pip wheel --no-deps` from a copy of the build inputs in a temp
 dir (nothing is written into the repository), then installed, not editable, into a fresh
 virtualenv made with `--system-site-packages` so the dependencies come from the dev
-environment; `--force-reinstall` puts peloton itself in the venv, ahead of the editable
+environment (a venv itself, infra/setup.sh's .venv: its site-packages through a .pth
+file); `--force-reinstall` puts peloton itself in the venv, ahead of the editable
 install on the path. The tests check that the wheel carries every event schema, the read
 model's SQL and the examples; that the venv imports peloton from the venv and finds its
 data there; that `peloton serve api` and `peloton serve placement` from the venv join a real
@@ -19,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -103,6 +105,14 @@ def _new_venv(root: Path, *pip_install: str | Path) -> Path:
     (pip itself comes from the system site-packages; it installs into the venv)."""
     _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", root],
          cwd=root.parent)
+    if sys.prefix != sys.base_prefix:
+        # the dev environment is itself a venv (infra/setup.sh's .venv), whose packages
+        # --system-site-packages does not reach: its site-packages go on the new venv's path,
+        # after the venv's own (its .pth files, the editable install among them, unread)
+        site_dir = _run([root / "bin" / "python", "-c",
+                         "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=root)
+        Path(site_dir.strip(), "_dev_environment.pth").write_text(
+            "".join(f"{p}\n" for p in site.getsitepackages()))
     _run([root / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", *pip_install],
          cwd=root)
     return root

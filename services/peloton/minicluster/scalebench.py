@@ -35,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import platform
 import random
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ from peloton.minicluster.burst import burst_figures, fleet_cluster, run_burst
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
-           "summarize", "scale", "plot", "tables"]
+           "summarize", "interpreter", "scale", "plot", "tables"]
 
 Progress = Callable[[str, float], None]
 log = logging.getLogger(__name__)
@@ -307,7 +309,15 @@ def scale(tasks: int = 100_000, hosts: int = 1_000, agent_processes: int = 2,
                                        offer_timeout_s, where, say))
         except (TimeoutError, RuntimeError) as exc:
             results.append({"config": config.name, "hosts": hosts, "error": str(exc)})
-    return {"tasks": tasks, "hosts": hosts, "seed": seed, "configs": results}
+    return {"tasks": tasks, "hosts": hosts, "seed": seed, "python": interpreter(),
+            "configs": results}
+
+
+def interpreter() -> str:
+    """The Python every process of the run used (the services, fleets and client start with
+    this one): CPython builds differ by a fifth in speed (docs/performance.md, "The
+    interpreter"), so a figure names it."""
+    return f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
@@ -388,7 +398,8 @@ def tables(result: dict[str, Any]) -> list[Any]:
         waves = Table("wave", *(c.replace("_", " ") for c in cols),
                       title=f"scale: {cfg['config']}, {cfg['hosts']:,} hosts (offered in "
                             f"{cfg['hosts_offered_s']} s), raw bus "
-                            f"{cfg['raw_bus_events_per_s']:,} records/s")
+                            f"{cfg['raw_bus_events_per_s']:,} records/s, on "
+                            f"{result.get('python', 'an unnamed Python')}")
         for r in cfg["waves"]:
             waves.add_row(r["wave"], *(_cell(r.get(c)) for c in cols))
         out.append(waves)
