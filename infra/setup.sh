@@ -7,9 +7,9 @@
 # The virtualenv is made from Debian's own python3 (PELOTON_PYTHON sets another, 3.11 or
 # newer), not from whatever python3 comes first on PATH. Every service, agent and benchmark
 # process runs on that interpreter, and CPython builds differ a lot in speed: on our
-# machines Debian's python3.11 (a static build) ran the services' cores in 20% less CPU
-# than a pyenv 3.11 built with its defaults (a shared libpython, no --enable-optimizations),
-# the same code side by side (docs/performance.md, "The interpreter"). The production
+# machines Debian's python3.11 (a static build) ran the services' cores in about 20% less
+# CPU than their pyenv 3.11.7 (configured with --enable-shared, without
+# --enable-optimizations), the same code side by side (docs/performance.md, "The interpreter"). The production
 # image's python:3.11-slim is an optimized build too (Dockerfile).
 #
 # Tasks (`task test`, `task demo`, ...) run in .venv without activating it (Taskfile.yml);
