@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peloton.agent.app import AgentConfig, AgentCore
+from peloton.agent.simrunner import SimulatedRunner
 from peloton.model.event import Event
 from peloton.model.ids import run_id
 from peloton.model.resources import Resources
@@ -37,6 +38,8 @@ class Host:
         self.core = AgentCore(AgentConfig(
             host=HOST, incarnation=INCARNATION, capacity=Resources(64.0, 65536.0, 1e6, 0.0),
             simulated=True, retention_s=retention_s, heartbeat_s=heartbeat_s))
+        assert isinstance(self.core.runner, SimulatedRunner)
+        self.runner = self.core.runner  # the simulated runner, typed as such
         self.published: list[Event] = []
         self.call(lambda c: c.after_replay(self.now))
 
@@ -107,7 +110,7 @@ def test_many_waves_of_runs_leave_the_agent_flat() -> None:
     for wave in range(30):
         host.launch([(f"w{wave}", i, 1) for i in range(40)])
         host.advance(600)
-        sizes.append((host.sizes(), len(host.core.book), len(host.core.runner._runs)))
+        sizes.append((host.sizes(), len(host.core.book), len(host.runner._runs)))
     states = Counter(state for _, state in host.statuses())
     assert states["SUCCEEDED"] == 30 * 40 and host.starts().most_common(1)[0][1] == 1
     assert sizes[-1] == sizes[5], sizes  # flat: the same after 5 waves as after 30
@@ -123,7 +126,7 @@ def test_a_redelivered_launch_of_an_ended_and_forgotten_run_is_not_started() -> 
                                ("job-0-1", "SUCCEEDED")]
     host.deliver("TaskLaunchRequested", body)  # redelivered within the window
     host.advance(3_000)
-    assert "job-0-1" not in host.core.book and host.core.runner._runs == {}  # forgotten
+    assert "job-0-1" not in host.core.book and host.runner._runs == {}  # forgotten
     host.deliver("TaskLaunchRequested", body)  # redelivered after it left
     host.advance(500)
     assert host.starts() == {"job-0-1": 1} and host.core.runner.running() == []
