@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from peloton.bus import eventloop, snapshotfork
+from peloton.interpreter import interpreter
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +69,12 @@ def test_a_snapshot_child_forked_from_a_running_uvloop_loop_delivers() -> None:
     body, name = asyncio.run(fork_and_collect())
     assert name == "uvloop"
     assert body == repr({"runs": list(range(50_000))}).encode()
+
+
+def test_the_start_line_names_the_loop_and_the_interpreter() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        assert eventloop.running_on("agent a", loop) == (
+            f"agent a: running on the asyncio event loop, {interpreter()}")
+    finally:
+        loop.close()

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from peloton.bus.codec import default_codec
 from peloton.bus.publisher import Publisher
+from peloton.interpreter import interpreter
 from peloton.minicluster.servers import free_port
 from peloton.model.event import Event
 
@@ -106,7 +107,9 @@ def test_a_service_turns_ready_and_counts_what_it_consumes(
     assert any(r["logger"].startswith("faust") for r in records)  # the worker kept it
     assert {r["service"] for r in records} == {"hostmgr-1"}
     # the service runs on uvloop (peloton.bus.eventloop), a dependency of the package
-    assert any(r["message"] == "hostmgr-1: running on the uvloop event loop" for r in records)
+    # and names its interpreter (peloton.interpreter): this test's own, which started it
+    assert any(r["message"] == f"hostmgr-1: running on the uvloop event loop, {interpreter()}"
+               for r in records)
 
 
 def test_the_api_process_turns_ready_and_counts_what_it_materializes(
@@ -129,7 +132,8 @@ def test_the_api_process_turns_ready_and_counts_what_it_materializes(
         before = consumed_by(url, "readmodel", "host-registered")
         asyncio.run(publish_one(broker))
         assert wait_for(lambda: consumed_by(url, "readmodel", "host-registered") > before)
-        assert "api 1: running on the uvloop event loop" in (tmp_path / "api.log").read_text()
+        assert (f"api 1: running on the uvloop event loop, {interpreter()}"
+                in (tmp_path / "api.log").read_text())
     finally:
         proc.terminate()
         try:

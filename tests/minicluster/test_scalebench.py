@@ -5,8 +5,6 @@ a minicluster for minutes: not a test)."""
 from __future__ import annotations
 
 import os
-import platform
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,6 @@ from peloton.minicluster.scalebench import (
     bus_floor,
     cpu_per_thousand,
     cpu_sample,
-    interpreter,
     jobs_per_s,
     plan_waves,
     plot,
@@ -184,12 +181,6 @@ def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
     assert "on CPython 3.11.2 (/v/bin/py)" in text
     path = plot(_result(), tmp_path / "scale.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_the_interpreter_named_is_this_process_s_own() -> None:
-    named = interpreter()
-    assert named.endswith(f"({sys.executable})")
-    assert platform.python_version() in named and platform.python_implementation() in named
 
 
 def test_an_unknown_configuration_is_refused_before_anything_starts() -> None:

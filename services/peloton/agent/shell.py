@@ -103,7 +103,7 @@ class AgentShell:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
         self.health.watch(loop)
-        log.info("%s: running on the %s event loop", self.name, eventloop.loop_name(loop))
+        log.info("%s", eventloop.running_on(self.name, loop))
         web = None
         tasks: list[asyncio.Task[Any]] = []
         try:

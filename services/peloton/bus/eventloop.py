@@ -14,11 +14,11 @@ those of the threads Faust and mode start) a uvloop loop, by setting the event l
 policy. The process entry points call it before they make a loop or a Faust app (a Faust
 app keeps the loop it was made with): `peloton serve ...` (every service process),
 `AgentShell.run` (agents, simulated fleets) and `run_api`; each process logs the loop it
-runs on ("<who>: running on the uvloop event loop"); never an import: a library user's
-loop is left alone. `PELOTON_UVLOOP=0` keeps asyncio's own loop (the same behaviour,
-slower), and so does a platform without uvloop (it does not build on Windows). The
-snapshot child (`snapshotfork`) never touches the loop it was forked with, which is what
-uvloop asks of a forked process.
+runs on and its interpreter ("<who>: running on the uvloop event loop, CPython 3.11.2
+(...)"); never an import: a library user's loop is left alone. `PELOTON_UVLOOP=0` keeps
+asyncio's own loop (the same behaviour, slower), and so does a platform without uvloop
+(it does not build on Windows). The snapshot child (`snapshotfork`) never touches the loop
+it was forked with, which is what uvloop asks of a forked process.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["ENV", "announce", "install", "loop_name"]
+from peloton.interpreter import interpreter
+
+__all__ = ["ENV", "announce", "install", "loop_name", "running_on"]
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +53,18 @@ def install() -> str:
 
 
 def announce(app: Any, who: str) -> None:
-    """Have Faust app `app` log, once its worker runs, which loop it runs on."""
+    """Have Faust app `app` log, once its worker runs, which loop it runs on, and on which
+    Python (`peloton.interpreter`)."""
 
     async def event_loop_said() -> None:
-        log.info("%s: running on the %s event loop", who,
-                 loop_name(asyncio.get_running_loop()))
+        log.info("%s", running_on(who, asyncio.get_running_loop()))
 
     app.task(event_loop_said)
+
+
+def running_on(who: str, loop: asyncio.AbstractEventLoop) -> str:
+    """The start line of process `who`: its loop and its interpreter."""
+    return f"{who}: running on the {loop_name(loop)} event loop, {interpreter()}"
 
 
 def loop_name(loop: asyncio.AbstractEventLoop) -> str:

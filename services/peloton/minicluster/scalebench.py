@@ -35,22 +35,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import platform
 import random
 import re
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peloton.interpreter import interpreter
 from peloton.minicluster.bench import raw_bus, topic_ends
 from peloton.minicluster.burst import burst_figures, fleet_cluster, run_burst
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
-           "summarize", "interpreter", "scale", "plot", "tables"]
+           "summarize", "scale", "plot", "tables"]
 
 Progress = Callable[[str, float], None]
 log = logging.getLogger(__name__)
@@ -309,15 +308,9 @@ def scale(tasks: int = 100_000, hosts: int = 1_000, agent_processes: int = 2,
                                        offer_timeout_s, where, say))
         except (TimeoutError, RuntimeError) as exc:
             results.append({"config": config.name, "hosts": hosts, "error": str(exc)})
+    # every process of the run (services, fleets, this client) runs this interpreter
     return {"tasks": tasks, "hosts": hosts, "seed": seed, "python": interpreter(),
             "configs": results}
-
-
-def interpreter() -> str:
-    """The Python every process of the run used (the services, fleets and client start with
-    this one): CPython builds differ by a fifth in speed (docs/performance.md, "The
-    interpreter"), so a figure names it."""
-    return f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
