@@ -96,6 +96,26 @@ def test_an_admission_folded_before_the_change_to_pending_is_kept_and_counted_on
     assert signature(ledger)["allocation"]["cpu"] == 1.0
 
 
+def test_a_run_s_start_is_the_at_of_the_first_change_that_started_it() -> None:
+    """`started_seq` orders preemption victims (the latest started first): set by the
+    first change that put the run on its host (LAUNCHING, STARTING, RUNNING), whether the
+    run was held before (a held stage to another) or not (a RUNNING read while the ledger
+    still had it PENDING)."""
+    ledger = Ledger()
+    ledger.fold("JobCreated", job_created("j", 2, cpu=1.0))
+    for i in (0, 1):
+        ledger.fold("TaskStateChanged", change("j", i, "PENDING", previous="INITIALIZED"))
+    ledger.fold("TasksAdmitted", tasks_admitted("j", 0, at=5))
+    for state, previous, at in (("READY", "PENDING", 10), ("PLACED", "READY", 20),
+                                ("LAUNCHING", "PLACED", 30), ("STARTING", "LAUNCHING", 40),
+                                ("RUNNING", "STARTING", 50)):
+        ledger.fold("TaskStateChanged", change("j", 0, state, previous=previous, at=at))
+        assert ledger.tasks[("j", 0)].started_seq == (30 if at >= 30 else 0)
+    ledger.fold("TaskStateChanged", change("j", 1, "RUNNING", previous="LAUNCHING", at=60))
+    assert ledger.tasks[("j", 1)].started_seq == 60
+    assert sorted(ledger.holding) == [("j", 0), ("j", 1)]
+
+
 def test_task_changes_before_their_job_created_are_held_then_applied() -> None:
     ledger = Ledger()
     ledger.fold("TaskStateChanged", change("j", 0, "PENDING", previous="INITIALIZED"))

@@ -461,6 +461,8 @@ class Ledger:
             self.ended[job.job_id][entry.instance] = entry.run
             self.version += 1
             return
+        if state in _STARTED and not entry.started_seq:
+            entry.started_seq = at  # no index, sum or version counts it
         if state in HOLDING and entry.state in HOLDING and entry.not_before is None:
             # a held stage to another (5 of a run's 7 changes): held before and after,
             # never admitted-unused (HOLDING and _UNSTARTED are apart), so every index
@@ -468,8 +470,6 @@ class Ledger:
             if state is not entry.state:
                 entry.state = state
                 self.version += 1
-            if state in _STARTED and not entry.started_seq:
-                entry.started_seq = at
             return
         old = (entry.state, entry.not_before, entry.holding, entry.pending,
                entry.preempted_at)
@@ -489,8 +489,6 @@ class Ledger:
         else:
             entry.not_before = None
         entry.state = state
-        if state in _STARTED and not entry.started_seq:
-            entry.started_seq = at
         if (entry.state, entry.not_before, entry.holding, entry.pending,
                 entry.preempted_at) != old:
             self.version += 1
