@@ -34,7 +34,10 @@ if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c "import ensurepip, venv" 2
   echo "== installing python3 and python3-venv (apt)"
   apt_install python3 python3-venv
 fi
-if ! "$base" -c "import sys; sys.exit(sys.version_info < (3, 11))" 2>/dev/null; then
+# What it prints, not only its exit status: any program that exits 0 is no Python (the
+# existing .venv is left alone then).
+if [ "$("$base" -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null)" != True ]
+then
   echo "!! $base is not a Python 3.11 or newer (PELOTON_PYTHON sets the interpreter)" >&2
   exit 1
 fi
