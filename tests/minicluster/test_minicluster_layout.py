@@ -48,3 +48,17 @@ def test_the_layout_s_environment_reaches_the_spawned_processes(tmp_path: Path) 
     assert out == "10" and os.environ.get(key) != "10"  # the caller's own is untouched
     again = load(tmp_path)  # and the state file keeps it
     assert again is not None and again.layout.env == {key: "10"}
+
+
+def test_the_topics_are_made_for_the_environment_the_processes_get(tmp_path: Path) -> None:
+    from peloton.bus.catalog import partitioned_for
+    from peloton.bus.partitions import ENV
+
+    lay = Layout.local(tmp_path, agents=0, free=True, env={ENV: "job-events=1"})
+    env = lay.process_env()
+    assert env[ENV] == "job-events=1" and env["PATH"] == os.environ["PATH"]
+    counts = {t.name: t.partitions for t in partitioned_for(env)}
+    assert counts["job-events"] == 1 and counts["job-submitted"] == 4
+    assert counts["jobmgr-inbox"] == 4  # the partitioned services' inboxes too
+    # the catalog's defaults underneath, not this process's own setting
+    assert {t.name: t.partitions for t in partitioned_for({})}["job-events"] == 4

@@ -31,7 +31,7 @@ from peloton.bus.partitions import configured
 
 __all__ = ["Topic", "Field", "Batch", "KeyRule", "TOPICS", "SNAPSHOT_TOPICS",
            "INTERNAL_TOPICS", "ALL_TOPICS", "topic", "topic_for_event", "key_rule",
-           "snapshot_topic", "DEAD_LETTER"]
+           "snapshot_topic", "DEAD_LETTER", "partitioned_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +156,17 @@ INTERNAL_TOPICS: tuple[Topic, ...] = (
 )
 # partition counts are configuration (`peloton.bus.partitions`, PELOTON_TOPIC_PARTITIONS):
 # the numbers above are the defaults
-TOPICS, INTERNAL_TOPICS = configured((TOPICS, INTERNAL_TOPICS))
+_DEFAULTS = (TOPICS, INTERNAL_TOPICS)
+TOPICS, INTERNAL_TOPICS = configured(_DEFAULTS)
+
+
+def partitioned_for(env: Mapping[str, str]) -> tuple[Topic, ...]:
+    """The event topics and internal inboxes with the partition counts a process started
+    with environment `env` has (the catalog's defaults, overridden by its
+    PELOTON_TOPIC_PARTITIONS): what a parent that creates a cluster's topics must use
+    for the processes it starts, whatever its own environment says."""
+    topics, internal = configured(_DEFAULTS, env)
+    return (*topics, *internal)
 #: every topic the shells create: events, internal inboxes, snapshots
 ALL_TOPICS: tuple[Topic, ...] = (*TOPICS, *INTERNAL_TOPICS, *SNAPSHOT_TOPICS)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import faust
 from faust.tables.manager import TableManager
 
 from peloton.bus import gcpolicy
-from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS
+from peloton.bus.catalog import INTERNAL_TOPICS, SNAPSHOT_TOPICS, TOPICS, partitioned_for
 from peloton.bus.devbroker import is_dev_broker, patch_faust_fetch_wait, rejoin_as_dead_member
 from peloton.bus.intake import App
 from peloton.bus.kafkaconfig import client_settings, faust_settings, ssl_context
@@ -101,21 +102,25 @@ def raw_topic(app: faust.App, name: str) -> Any:
                      value_serializer="raw", internal=False)
 
 
-async def ensure_topics(bootstrap: str) -> None:
+async def ensure_topics(bootstrap: str, env: Mapping[str, str] | None = None) -> None:
     """Create every catalog topic (and snapshot topic) that does not exist yet
-    (idempotent). Replication and retention: `peloton.bus.topicconfig` (environment)."""
+    (idempotent), with the partition counts of this process, or of a process started with
+    environment `env` (`catalog.partitioned_for`: a minicluster's parent creates the topics
+    its services read). Replication and retention: `peloton.bus.topicconfig`
+    (environment)."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_settings())
     await admin.start()
     try:
         existing = set(await admin.list_topics())
+        events = (*TOPICS, *INTERNAL_TOPICS) if env is None else partitioned_for(env)
         topics = topic_settings()
         dev = is_dev_broker()  # it stores topic configs and ignores them
         replication = topics.replication
         missing = [NewTopic(t.name, t.partitions, replication,
                             topic_configs={} if dev else topics.event_config())
-                   for t in (*TOPICS, *INTERNAL_TOPICS) if t.name not in existing]
+                   for t in events if t.name not in existing]
         missing += [NewTopic(t.name, t.partitions, replication,
                              topic_configs={} if dev else topics.snapshot_config())
                     for t in SNAPSHOT_TOPICS if t.name not in existing]

@@ -100,6 +100,11 @@ class Layout:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    def process_env(self) -> dict[str, str]:
+        """The environment the cluster's processes start with: the caller's, with `env` on
+        top (its partition counts are also those `up` creates the topics with)."""
+        return dict(os.environ, **self.env)
+
     @property
     def sandbox_dir(self) -> Path:
         """The agents' sandbox root: `<run_dir>/sandboxes`, unless they run as root (tasks
@@ -163,7 +168,7 @@ class Cluster:
         log.parent.mkdir(parents=True, exist_ok=True)
         ready = self.layout.run_dir / "ready" / name
         ready.unlink(missing_ok=True)
-        env = dict(os.environ, **self.layout.env, PYTHONUNBUFFERED="1",
+        env = dict(self.layout.process_env(), PYTHONUNBUFFERED="1",
                    PELOTON_READY_FILE=str(ready))
         with log.open("ab") as out:
             popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
@@ -296,7 +301,8 @@ def up(layout: Layout, progress: Callable[[str], None] | None = None) -> Cluster
     from peloton.bus.faustapp import ensure_topics
     from peloton.minicluster.servers import _run_sync
 
-    _run_sync(lambda: ensure_topics(layout.bootstrap))
+    # with the counts the services will read them with (`layout.env` may set them)
+    _run_sync(lambda: ensure_topics(layout.bootstrap, layout.process_env()))
     if layout.with_api:
         ensure_admin_token(layout.run_dir)  # the API's tokens file, before the API starts
     for name in cluster.service_names():
