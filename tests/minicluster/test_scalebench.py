@@ -13,7 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from peloton.bus.catalog import INTERNAL_TOPICS, TOPICS
+from peloton.bus.partitions import ENV, configured, parse
 from peloton.cli.main import app
+from peloton.hostmgr.shard import HOST_ROUTE
+from peloton.jobmgr.shard import JOB_ROUTE
 from peloton.minicluster.burst import BurstOutcome, burst_figures
 from peloton.minicluster.load import JobFollower, RunHistory
 from peloton.minicluster.scalebench import (
@@ -25,6 +29,8 @@ from peloton.minicluster.scalebench import (
     cpu_per_thousand,
     cpu_sample,
     jobs_per_s,
+    partitions_env,
+    partitions_text,
     plan_waves,
     plot,
     service_of,
@@ -128,6 +134,53 @@ def test_the_partitioned_configuration_gives_its_processes_a_10_s_session() -> N
     assert partitioned.layout["env"] == {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}
 
 
+def _instances(layout: dict[str, Any]) -> int:
+    return max(1, *(layout.get(f"{s}_instances", 0)
+                    for s in ("jobmgr", "hostmgr", "placement")))
+
+
+def test_each_configuration_has_as_many_partitions_per_topic_as_instances() -> None:
+    for config in CONFIGS:
+        assert config.partitions == _instances(config.layout), config.name
+
+
+def test_the_partition_setting_names_every_topic_of_more_than_one_partition() -> None:
+    names = {t.name for t in (*TOPICS, *INTERNAL_TOPICS)}
+    counts = parse(partitions_env(2, {})[ENV], names)
+    many = {t.name for t in (*TOPICS, *INTERNAL_TOPICS) if t.partitions > 1}
+    assert set(counts) == many and set(counts.values()) == {2}
+    assert "job-events" in many and "jobmgr-inbox" in many and "task-launch-requested" in many
+    assert "entitlement-updated" not in counts  # one partition: it stays as it is
+
+
+def test_the_caller_s_partition_setting_wins_and_none_sets_nothing() -> None:
+    assert partitions_env(None, {}) == {}
+    assert partitions_env(1, {ENV: "job-events=8"}) == {}
+    partitioned = next(c for c in CONFIGS if "partitioned" in c.name)
+    mine = partitioned.layout_keywords({ENV: "job-events=8"})
+    assert mine == partitioned.layout  # the caller's processes' environment has it already
+
+
+def test_a_configuration_s_processes_get_its_partitions_beside_its_own_environment() -> None:
+    partitioned = next(c for c in CONFIGS if "partitioned" in c.name)
+    env = partitioned.layout_keywords({})["env"]
+    assert env["PELOTON_KAFKA_SESSION_TIMEOUT_S"] == "10"
+    assert "job-events=2" in env[ENV].split(",")
+    assert partitioned.layout["env"] == {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}  # unchanged
+    # the partitioned services accept it: each one's own topics and inbox share one count
+    topics, internal = configured((TOPICS, INTERNAL_TOPICS), env)
+    count = {t.name: t.partitions for t in (*topics, *internal)}
+    for route in (JOB_ROUTE, HOST_ROUTE):
+        assert {count[name] for name in route.sharded} == {2}, route.service
+
+
+def test_partition_counts_read_as_the_most_common_then_the_others_by_name() -> None:
+    assert partitions_text({"a": 4, "b": 4}) == "4"
+    assert partitions_text({"a": 4, "b": 1, "c": 4, "d": 1, "e": 4}) == "4 (b, d: 1)"
+    assert partitions_text({"a": 1, "b": 2, "c": 3, "d": 3}) == "3 (a: 1; b: 2)"
+    assert partitions_text({}) == "-"
+
+
 def _row(wave: str, tasks: int, total: float, **kw: Any) -> dict[str, Any]:
     return {"wave": wave, "tasks": tasks, "fraction": 0.0, "tasks_per_s": 1_000.0,
             "offered_tasks_per_s": "at once", "p50_submit_to_running_ms": 100.0,
@@ -146,6 +199,7 @@ def _result() -> dict[str, Any]:
             _row("paced 50%", 10_000, 3.0, fraction=0.5, offered_tasks_per_s=500.0,
                  p99_submit_to_running_ms=800.0)]
     cfg = {"config": CONFIGS[0].name, "hosts": 1_000, "hosts_offered_s": 2.0,
+           "partitions_per_topic": "1",
            "raw_bus_events_per_s": 30_000.0, "idle_cores": {"jobmgr": 0.1, "total": 0.5},
            "waves": rows, "summary": summarize(rows)}
     return {"tasks": 100_000, "hosts": 1_000, "seed": 7, "python": "CPython 3.11.2 (/v/bin/py)",
@@ -179,6 +233,7 @@ def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
     text = console.export_text()
     assert "paced 50%" in text and "hosts not offered" in text and "jobmgr" in text
     assert "on CPython 3.11.2 (/v/bin/py)" in text
+    assert "partitions per topic 1," in text
     path = plot(_result(), tmp_path / "scale.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -26,7 +26,7 @@ from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_s
 from peloton.minicluster.cluster import AgentSpec, Layout, down, up
 from peloton.minicluster.load import job_body, wait_offers
 
-__all__ = ["raw_bus", "topic_ends", "pipeline"]
+__all__ = ["raw_bus", "topic_ends", "topic_partitions", "pipeline"]
 
 Progress = Callable[[str, float], None]
 
@@ -71,6 +71,18 @@ async def raw_bus(bootstrap: str, events: int = 100_000) -> dict[str, float]:
     finally:
         await consumer.stop()
         await producer.stop()
+
+
+async def topic_partitions(bootstrap: str) -> dict[str, int]:
+    """The partition count of every catalog topic as the broker has it (a topic keeps the
+    count it was created with, whatever the catalog says now)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        await consumer.topics()  # a metadata round trip: every topic's partitions
+        return {t.name: len(consumer.partitions_for_topic(t.name) or ()) for t in TOPICS}
+    finally:
+        await consumer.stop()
 
 
 async def topic_ends(bootstrap: str) -> int:

@@ -1,11 +1,12 @@
 """Scale benchmark: waves of small and large jobs over many simulated hosts, with the CPU
 each service spent and the raw bus beside it, for each cluster configuration in turn.
 
-Each configuration of `CONFIGS` (the keywords it gives `Layout.local`; one instance of
-each service today) gets its own minicluster on the dev broker (`burst.fleet_cluster`:
-the services as processes, `hosts` simulated hosts in `agent_processes` fleet processes),
-and runs the same plan (`plan_waves`) of waves, one after the other, each followed to
-the end (`burst.run_burst`):
+Each configuration of `CONFIGS` (the keywords it gives `Layout.local`, and its topics'
+partition count: as many as it runs instances of the partitioned services, unless the
+caller's PELOTON_TOPIC_PARTITIONS says otherwise) gets its own minicluster on the dev
+broker (`burst.fleet_cluster`: the services as processes, `hosts` simulated hosts in
+`agent_processes` fleet processes), and runs the same plan (`plan_waves`) of waves, one
+after the other, each followed to the end (`burst.run_burst`):
 
 - `small 10%`: jobs of 1-8 tasks, a tenth of `tasks`, all submitted at once: its tasks/s
   is the reference (max) rate of the paced waves, unless `max_rate` is given;
@@ -26,8 +27,8 @@ floor is the tasks/s the bus would carry at that wave's records per task, its ra
 tasks/s / floor. Cost per task is flat when `small 100%` costs what `small 10%` cost per
 1,000 tasks (`cost_ratio` near 1).
 
-Adding a configuration (say two instances of each partitioned service, once `Layout`
-can run them) is one more `ScaleConfig` in `CONFIGS`.
+The result names the partition counts as the broker has them (`partitions_per_topic`).
+Adding a configuration is one more `ScaleConfig` in `CONFIGS`.
 """
 
 from __future__ import annotations
@@ -38,18 +39,20 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peloton.bus.catalog import INTERNAL_TOPICS, TOPICS
+from peloton.bus.partitions import ENV
 from peloton.interpreter import interpreter
-from peloton.minicluster.bench import raw_bus, topic_ends
+from peloton.minicluster.bench import raw_bus, topic_ends, topic_partitions
 from peloton.minicluster.burst import burst_figures, fleet_cluster, run_burst
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
-           "summarize", "scale", "plot", "tables"]
+           "summarize", "scale", "plot", "tables", "partitions_env", "partitions_text"]
 
 Progress = Callable[[str, float], None]
 log = logging.getLogger(__name__)
@@ -60,21 +63,46 @@ LARGE = (200, 2_000)
 
 @dataclass(frozen=True)
 class ScaleConfig:
-    """One cluster configuration: a name and the `Layout.local` keywords that make it."""
+    """One cluster configuration: a name, the `Layout.local` keywords that make it, and
+    the partition count of its topics (`partitions_env`)."""
 
     name: str
     layout: dict[str, Any] = field(default_factory=dict)
+    partitions: int | None = None  # None: the catalog's counts
+
+    def layout_keywords(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`layout`, its processes' environment with the partition counts added (unless
+        `env`, the caller's environment, sets PELOTON_TOPIC_PARTITIONS itself)."""
+        setting = partitions_env(self.partitions, os.environ if env is None else env)
+        if not setting:
+            return dict(self.layout)
+        return {**self.layout, "env": {**self.layout.get("env", {}), **setting}}
 
 
+def partitions_env(count: int | None, env: Mapping[str, str]) -> dict[str, str]:
+    """PELOTON_TOPIC_PARTITIONS giving `count` partitions to every topic the catalog gives
+    more than one (events and the partitioned services' inboxes; {} when `count` is None
+    or `env` already sets the variable: the caller's setting wins)."""
+    if count is None or ENV in env:
+        return {}
+    many = [t.name for t in (*TOPICS, *INTERNAL_TOPICS) if t.partitions > 1]
+    return {ENV: ",".join(f"{name}={count}" for name in many)}
+
+
+# As many partitions as instances of the partitioned services: a partition is the unit of
+# their parallelism, and the dev broker charges every fetch by the partitions it names and
+# keeps every batch a partition was sent, so partitions no instance needs cost every
+# process (measured side by side: docs/performance.md, "Partitions per instance").
 CONFIGS: tuple[ScaleConfig, ...] = (
-    ScaleConfig("1 of each service", {"resmgr_instances": 1}),
+    ScaleConfig("1 of each service", {"resmgr_instances": 1}, partitions=1),
     # Eleven busy processes on 2 cores: with the dev broker's 2 s session timeout the
     # partitioned members missed heartbeats, every rebalance rebuilt their shards (12 s
     # each, starving them more) and the 100,000-task wave never ended. 10 s is Apache
     # Kafka's default (peloton.bus.kafkaconfig); on the dev broker a join then takes ~5 s.
     ScaleConfig("2 of each partitioned service", {
         "resmgr_instances": 1, "jobmgr_instances": 2, "hostmgr_instances": 2,
-        "placement_instances": 2, "env": {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}}),
+        "placement_instances": 2, "env": {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}},
+        partitions=2),
 )
 
 
@@ -231,8 +259,9 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
                 run_dir: Path | None, say: Progress) -> dict[str, Any]:
     duration_s, task_cpu = 0.1, 0.1
     with fleet_cluster(hosts, agent_processes, cpu_per_host, say, run_dir, offer_timeout_s,
-                       heartbeat_s=heartbeat_for(hosts), **config.layout) as fleet:
+                       heartbeat_s=heartbeat_for(hosts), **config.layout_keywords()) as fleet:
         boot = fleet.cluster.layout.bootstrap
+        partitions = asyncio.run(topic_partitions(boot))
         pids = {n: p.pid for n, p in fleet.cluster.procs.items()}
         pids["bench client"] = os.getpid()
         say(f"idle for {idle_s:.0f}s", 0.0)
@@ -283,9 +312,24 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
             bus_cpu / max(1, total_records) * r["records_per_task"] * 1000, 3)
     return {"config": config.name, "hosts": hosts, "agent_processes": agent_processes,
             "hosts_offered_s": round(fleet.offered_s, 1), "reference_tasks_per_s": ref,
+            "partitions_per_topic": partitions_text(partitions),
             "idle_cores": idle, "raw_bus_events_per_s": round(raw["raw_bus_events_per_s"], 1),
             "raw_bus_records": total_records, "raw_bus_cpu_s": round(bus_cpu, 2),
             "waves": rows, "summary": summarize(rows)}
+
+
+def partitions_text(counts: Mapping[str, int]) -> str:
+    """The topics' partition counts, the most common first, then the others by how many
+    topics have them: "4" when every topic has 4, "1 (entitlement-updated, respool-events:
+    4)" when two differ."""
+    by_count: dict[int, list[str]] = {}
+    for name, n in sorted(counts.items()):
+        by_count.setdefault(n, []).append(name)
+    if not by_count:
+        return "-"
+    ranked = sorted(by_count, key=lambda n: (-len(by_count[n]), n))
+    others = "; ".join(f"{', '.join(by_count[n])}: {n}" for n in ranked[1:])
+    return f"{ranked[0]} ({others})" if others else str(ranked[0])
 
 
 def scale(tasks: int = 100_000, hosts: int = 1_000, agent_processes: int = 2,
@@ -390,7 +434,8 @@ def tables(result: dict[str, Any]) -> list[Any]:
             continue
         waves = Table("wave", *(c.replace("_", " ") for c in cols),
                       title=f"scale: {cfg['config']}, {cfg['hosts']:,} hosts (offered in "
-                            f"{cfg['hosts_offered_s']} s), raw bus "
+                            f"{cfg['hosts_offered_s']} s), partitions per topic "
+                            f"{cfg.get('partitions_per_topic', '-')}, raw bus "
                             f"{cfg['raw_bus_events_per_s']:,} records/s, on "
                             f"{result.get('python', 'an unnamed Python')}")
         for r in cfg["waves"]:
