@@ -18,8 +18,10 @@ stays provisional (`provisional` in the result: how many there were at the last 
     python -m peloton.resmgr.backlogbench --task-cpu 0.1     # most admitted, not READY yet
     python -m peloton.resmgr.backlogbench --hosts 1000 --task-cpu 0.1 --unconfirmed
 
-A tick that takes longer than the leader's etcd lease (2 s by default) gets the leader
-deposed: keep the later ticks well under it.
+A tick holds the resource manager's loop for as long as it takes: its consumers wait
+meanwhile. Its etcd lease is refreshed on a thread of its own (`peloton.ha.threaded`), so
+a tick longer than the lease's 2 s does not depose it (one longer than `MAX_STALL_S`, 30 s,
+is taken for a hung service).
 """
 
 from __future__ import annotations
