@@ -471,6 +471,33 @@ async def test_sim_finishes_in_deadline_then_launch_order():
     assert done == ["d", "a", "b", "c"]
 
 
+async def test_sim_runs_after_a_report_that_raised_still_end():
+    rec = Recorder()
+    failed: list[str] = []
+
+    def on_status(status: TaskStatus) -> None:
+        if status.run_id == "b" and status.state is RunState.SUCCEEDED and not failed:
+            failed.append(status.run_id)
+            raise RuntimeError("the agent's report callback failed")
+        rec(status)
+
+    sim = SimulatedRunner(lambda cmd, env: float(cmd), on_status=on_status)
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    try:
+        for run_id, duration in [("a", "0.01"), ("b", "0.02"), ("c", "0.03"), ("d", "0.2")]:
+            await sim.launch(run_id, duration, {})
+        await rec.final("d", timeout=5.0)  # runs ending after the failed report still end
+    finally:
+        loop.set_exception_handler(None)
+    assert failed == ["b"] and len(errors) == 1  # the failure is the loop's to log
+    assert "failed" in str(errors[0]["exception"])
+    done = [s.run_id for s in rec.reports if s.state is RunState.SUCCEEDED]
+    assert done == ["a", "c", "d"]
+    await sim.close()
+
+
 async def test_sim_10000_concurrent_tasks_complete_quickly(capsys: pytest.CaptureFixture[str]):
     n = 10_000
     finished = 0

@@ -206,18 +206,25 @@ class SimulatedRunner:
             self._timer = loop.call_at(self._heap[0][0], self._fire, loop)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """End the runs whose time came; the timer is armed again for the next one even
+        when a report raised (the loop logs the exception): without it every later run of
+        this runner would stay RUNNING for good, since a launch arms the timer only when it
+        is the first to end."""
         self._timer = None
         horizon = loop.time() + _CLOCK_RESOLUTION_S
         heap = self._heap
-        while heap and heap[0][0] <= horizon:
-            _, _, run = heapq.heappop(heap)
-            if self._running.pop(run.run_id, None) is None:
-                continue  # killed meanwhile
-            if run.exit_code == 0:
-                self._report(run, RunState.SUCCEEDED, 0, "exit code 0")
-            else:
-                self._report(run, RunState.FAILED, run.exit_code, f"exit code {run.exit_code}")
-        self._arm(loop)
+        try:
+            while heap and heap[0][0] <= horizon:
+                _, _, run = heapq.heappop(heap)
+                if self._running.pop(run.run_id, None) is None:
+                    continue  # killed meanwhile
+                if run.exit_code == 0:
+                    self._report(run, RunState.SUCCEEDED, 0, "exit code 0")
+                else:
+                    self._report(run, RunState.FAILED, run.exit_code,
+                                 f"exit code {run.exit_code}")
+        finally:
+            self._arm(loop)
 
     def _report(self, run: _SimRun, state: RunState, exit_code: int | None, message: str) -> None:
         run.state = advance(run.state, state)
