@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from broker_topics import create_topic
 
 from peloton.bus.catalog import TOPICS
 from peloton.bus.faustapp import ensure_topics
@@ -19,15 +19,6 @@ from peloton.minicluster.scalebench import partitions_text
 from peloton.minicluster.servers import ServerProcess, free_port, start_tansu
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-
-async def _create(broker: str, name: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        await admin.close()
 
 
 @pytest.fixture
@@ -50,7 +41,7 @@ def test_topics_get_the_counts_of_the_environment_their_readers_start_with(
 def test_the_counts_are_the_broker_s_a_topic_made_before_keeps_its_own(
         fresh_broker: ServerProcess) -> None:
     broker = fresh_broker.address
-    asyncio.run(_create(broker, "job-events", 2))
+    asyncio.run(create_topic(broker, "job-events", 2))
     asyncio.run(ensure_topics(broker))  # the others, as this process's catalog says
     counts = asyncio.run(topic_partitions(broker))
     assert counts == {t.name: 2 if t.name == "job-events" else t.partitions for t in TOPICS}

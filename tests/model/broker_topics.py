@@ -1,4 +1,5 @@
-"""A topic of a test's own on a real broker (the catalog's come from `ensure_topics`)."""
+"""A topic of a test's own on a real broker (the catalog's come from `ensure_topics`);
+shared by the bus and minicluster tests (tests/model is on pytest's pythonpath)."""
 
 from __future__ import annotations
 
