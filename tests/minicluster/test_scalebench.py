@@ -24,6 +24,7 @@ from peloton.minicluster.scalebench import (
     CONFIGS,
     LARGE,
     SMALL,
+    ScaleConfig,
     Wave,
     bus_floor,
     cpu_per_thousand,
@@ -134,14 +135,11 @@ def test_the_partitioned_configuration_gives_its_processes_a_10_s_session() -> N
     assert partitioned.layout["env"] == {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}
 
 
-def _instances(layout: dict[str, Any]) -> int:
-    return max(1, *(layout.get(f"{s}_instances", 0)
-                    for s in ("jobmgr", "hostmgr", "placement")))
-
-
 def test_each_configuration_has_as_many_partitions_per_topic_as_instances() -> None:
-    for config in CONFIGS:
-        assert config.partitions == _instances(config.layout), config.name
+    assert {c.name: c.partitions for c in CONFIGS} == {
+        "1 of each service": 1, "2 of each partitioned service": 2}
+    lone = ScaleConfig("x", {"resmgr_instances": 3, "hostmgr_instances": 0})
+    assert lone.partitions == 1  # resource managers are standbys, not partitions
 
 
 def test_the_partition_setting_names_every_topic_of_more_than_one_partition() -> None:

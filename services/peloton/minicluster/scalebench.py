@@ -61,14 +61,24 @@ SMALL = (1, 8)
 LARGE = (200, 2_000)
 
 
+#: the services `Layout` runs partitioned over `<service>_instances` instances
+PARTITIONED = ("jobmgr", "hostmgr", "placement")
+
+
 @dataclass(frozen=True)
 class ScaleConfig:
-    """One cluster configuration: a name, the `Layout.local` keywords that make it, and
-    the partition count of its topics (`partitions_env`)."""
+    """One cluster configuration: a name and the `Layout.local` keywords that make it; its
+    topics get as many partitions as it runs instances of the partitioned services
+    (`partitions`, `partitions_env`)."""
 
     name: str
     layout: dict[str, Any] = field(default_factory=dict)
-    partitions: int | None = None  # None: the catalog's counts
+
+    @property
+    def partitions(self) -> int:
+        """Instances of the most partitioned service (`Layout`'s `<service>_instances`, 0
+        for one unpartitioned instance; the resource manager's are standbys)."""
+        return max(1, *(self.layout.get(f"{s}_instances", 0) for s in PARTITIONED))
 
     def layout_keywords(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """`layout`, its processes' environment with the partition counts added (unless
@@ -94,15 +104,14 @@ def partitions_env(count: int | None, env: Mapping[str, str]) -> dict[str, str]:
 # keeps every batch a partition was sent, so partitions no instance needs cost every
 # process (measured side by side: docs/performance.md, "Partitions per instance").
 CONFIGS: tuple[ScaleConfig, ...] = (
-    ScaleConfig("1 of each service", {"resmgr_instances": 1}, partitions=1),
+    ScaleConfig("1 of each service", {"resmgr_instances": 1}),
     # Eleven busy processes on 2 cores: with the dev broker's 2 s session timeout the
     # partitioned members missed heartbeats, every rebalance rebuilt their shards (12 s
     # each, starving them more) and the 100,000-task wave never ended. 10 s is Apache
     # Kafka's default (peloton.bus.kafkaconfig); on the dev broker a join then takes ~5 s.
     ScaleConfig("2 of each partitioned service", {
         "resmgr_instances": 1, "jobmgr_instances": 2, "hostmgr_instances": 2,
-        "placement_instances": 2, "env": {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}},
-        partitions=2),
+        "placement_instances": 2, "env": {"PELOTON_KAFKA_SESSION_TIMEOUT_S": "10"}}),
 )
 
 
