@@ -22,6 +22,7 @@ from shell_core import (
     submitted,
 )
 
+from peloton.bus import driver as driver_module
 from peloton.bus.catalog import topic
 from peloton.bus.codec import default_codec
 from peloton.bus.driver import CoreDriver, Record
@@ -179,7 +180,7 @@ async def test_a_lease_lost_at_publish_time_drops_the_whole_batch(fresh_broker: 
     assert driver.core.snapshot() == await log_state(fresh_broker, AnswerCore())
 
 
-async def test_a_batch_the_broker_refuses_leaves_the_core_as_the_log_says(
+async def test_a_batch_the_broker_refuses_for_good_leaves_the_core_as_the_log_says(
         fresh_broker: str) -> None:
     driver = await started(fresh_broker, DiscardingCore())
     await submit_one_partition(fresh_broker, JOBS)
@@ -189,7 +190,7 @@ async def test_a_batch_the_broker_refuses_leaves_the_core_as_the_log_says(
     async def send_all(records: Any) -> Any:
         if not refused[0]:  # the batch's events; the dead letters then go through
             refused[0] = True
-            raise PublishError("KafkaTimeoutError: refused")
+            raise PublishError("MessageSizeTooLargeError: refused", retriable=False)
         return await real_send(records)
 
     driver.publisher.send_all = send_all  # type: ignore[method-assign]
@@ -203,6 +204,45 @@ async def test_a_batch_the_broker_refuses_leaves_the_core_as_the_log_says(
     letters = await dead_letters(fresh_broker)
     assert sorted(d["offset"] for d in letters) == list(range(5))
     assert all("publish failed" in d["reason"] for d in letters)
+
+
+@pytest.mark.parametrize("refusals", [1, 3])
+async def test_a_batch_the_broker_refuses_for_now_is_decided_again_and_nothing_is_lost(
+        fresh_broker: str, refusals: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout or a leader moving (a retriable refusal): the batch's records are facts
+    nothing else brings back (an agent's end report), so they are decided again once the
+    core is back to the log, not dead-lettered and passed (a run's end read in a refused
+    batch left its job RUNNING for good)."""
+    monkeypatch.setattr(driver_module, "REFUSED_RETRY_S", 0.01)
+    driver = await started(fresh_broker, LiveInputCore())
+    await submit_one_partition(fresh_broker, JOBS)
+    real_send = driver.publisher.send_all
+    left = [refusals]
+
+    async def send_all(records: Any) -> Any:
+        if left[0]:
+            left[0] -= 1
+            raise PublishError("RequestTimedOutError: refused for now", retriable=True)
+        return await real_send(records)
+
+    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 5
+    await driver.flush_recovery()
+    # a redelivery of the batch (at least once) decides nothing twice
+    assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 0
+    await driver.stop()
+    assert left[0] == 0 and driver.rebuilds == refusals
+    assert await answers(fresh_broker) == {j: 1 for j in JOBS}  # each decided once
+    assert driver.core.answered == {j: 1 for j in JOBS}  # the core holds the log's state
+    assert await dead_letters(fresh_broker) == []
+
+
+class LiveInputCore(DiscardingCore):
+    """Reads its inputs live only (as the job manager reads the agents' reports): a
+    rebuild does not fold them, so a refused decision of one is made again only if the
+    record is decided again."""
+
+    replay = ("job-events",)
 
 
 async def test_batches_that_wait_for_the_lock_are_decided_together(

@@ -84,6 +84,9 @@ __all__ = ["CoreDriver", "Record", "now_ms"]
 log = logging.getLogger(__name__)
 
 
+#: what `_publish_batch` made of a batch's events
+_PUBLISHED, _DROPPED, _RETRY = object(), object(), object()
+
 Record = tuple[str, int, int, bytes | None, bytes | None]
 """A consumed record: (topic, partition, offset, key, value)."""
 _Inbound = tuple[list[Record], Mapping[str, Collection[str]], "asyncio.Future[int]"]
@@ -97,6 +100,10 @@ EAGER_TICK_GAP_S = 0.01
 EAGER_TICK_SHARE = 0.25
 #: at most this share of a service's time goes to writing snapshots (module doc)
 SNAPSHOT_SHARE = 0.02
+#: a batch whose events the broker refused for now (`PublishError.retriable`) is decided
+#: again after this long, doubled at each refusal in a row up to `REFUSED_RETRY_MAX_S`
+REFUSED_RETRY_S = 0.1
+REFUSED_RETRY_MAX_S = 5.0
 
 
 def now_ms() -> int:
@@ -140,6 +147,7 @@ class CoreDriver:
         self._factory = core_factory or (_copier(core) if core.replay else _no_copy(core))
         self._lock: asyncio.Lock | None = None
         self._inbox: list[_Inbound] = []  # batches waiting for the lock (`on_records`)
+        self._refusals = 0  # batches the broker refused in a row (`_publish_batch`)
         self._drainer: asyncio.Task[None] | None = None  # deciding the inbox (`_drain`)
         self._stale = False
         self._stale_read_topic = False  # the next rebuild reads the snapshot topic
@@ -439,8 +447,13 @@ class CoreDriver:
           recovery (a rebuild folds those of the replay topics: they are then skipped).
         - Not the leader at publish time, or the broker refuses: nothing of the batch
           counts; the core is brought back to the log (a rebuild, unless the batch was a
-          single call). A refused batch's records are dead-lettered (as is a failed
-          record); a deposed leader's are not (the leader decides them).
+          single call). A batch the broker refused for now (a timeout, a leader moving: a
+          retriable `PublishError`) is decided again, from its first record the core saw,
+          after a pause that doubles with each refusal in a row (`REFUSED_RETRY_S`): its
+          records are facts (an agent's end report, a submission) that nothing else would
+          bring back, so they are neither dead-lettered nor passed. A batch refused for
+          good (its records too large, not authorized) is dead-lettered, as a failed
+          record is; a deposed leader's is not (the leader decides it).
         """
         decided: list[Record] = []  # handled by the core; their events are in `out`
         letters: list[tuple[Record, str]] = []
@@ -450,6 +463,7 @@ class CoreDriver:
         handled: list[tuple[str, int, int]] = []
         rest: list[Record] = []
         calls = 0  # the core's handle calls (a joined record makes one per job)
+        seen_from = len(records)  # the first record the core saw
         for i, rec in enumerate(records):
             topic, partition, offset = rec[0], rec[1], rec[2]
             if offset < self.positions.get((topic, partition), 0):
@@ -457,6 +471,8 @@ class CoreDriver:
             handled.append((topic, partition, offset))
             problem, etype, events, made = self._decide_one(rec, expected.get(topic, ()))
             calls += made
+            if etype is not None:
+                seen_from = min(seen_from, i)
             if events is not None:
                 decided.append(rec)
                 out += events
@@ -467,8 +483,15 @@ class CoreDriver:
                 letters.append((rec, problem or "failed"))
                 rest = records[i + 1:]
                 break
-        dropped = await self._publish_batch(out, calls, decided, letters)
-        if failed is not None and not dropped:  # the earlier records are in the log
+        outcome = await self._publish_batch(out, calls, decided, letters)
+        if outcome is _RETRY:  # from the first record the core saw (docstring)
+            rest = records[seen_from:]
+            earlier = {(rec[0], rec[1], rec[2]) for rec in records[:seen_from]}
+            letters = [(rec, why) for rec, why in letters if (rec[0], rec[1], rec[2]) in earlier]
+            handled = [h for h in handled if h in earlier]
+            await asyncio.sleep(min(REFUSED_RETRY_MAX_S,
+                                    REFUSED_RETRY_S * 2 ** (self._refusals - 1)))
+        elif failed is not None and outcome is _PUBLISHED:  # the earlier ones are in the log
             await self._recover(f"decision failed on {failed[0]}@{failed[2]}", failed_calls)
         for topic, partition, offset, _, _ in records[:len(records) - len(rest)]:
             tp = (topic, partition)
@@ -514,25 +537,35 @@ class CoreDriver:
 
     async def _publish_batch(self, out: list[tuple[str, bytes, bytes]], calls: int,
                              decided: list[Record], letters: list[tuple[Record, str]],
-                             ) -> bool:
-        """Publish a batch's events; True if they were dropped (the core was then brought
-        back to the log, the whole batch undone)."""
+                             ) -> object:
+        """Publish a batch's events: `_PUBLISHED`, or `_DROPPED` (the core was brought back
+        to the log, the whole batch undone; its records dead-lettered when the broker
+        refused them for good), or `_RETRY` (undone too; the broker may take them later:
+        `_decide_batch` decides the batch again)."""
         if not out:
-            return False
+            return _PUBLISHED
         if not self.leading():
             log.info("%s: not leader, dropping %d events of %d records", self.name,
                      len(out), len(decided))
             await self._recover("not leader at publish time", calls)
-            return True
+            return _DROPPED
         try:
             delivered = await self.publisher.send_all(out)
         except PublishError as exc:
-            log.error("%s: publish of %d events failed: %s", self.name, len(out), exc)
             await self._recover("publish failed", calls)
+            if exc.retriable:
+                self._refusals += 1
+                log.error("%s: publish of %d events of %d records refused (%d in a row), "
+                          "deciding them again: %s", self.name, len(out), len(decided),
+                          self._refusals, exc)
+                return _RETRY
+            log.error("%s: publish of %d events failed for good: %s", self.name, len(out),
+                      exc)
             letters += [(r, f"publish failed: {exc}") for r in decided]
-            return True
+            return _DROPPED
+        self._refusals = 0
         self._advance_own(delivered)
-        return False
+        return _PUBLISHED
 
     async def _dead_letter(self, letters: list[tuple[Record, str]]) -> None:
         if not letters:

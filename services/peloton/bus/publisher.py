@@ -5,7 +5,8 @@ schema raises `EncodeError` before anything is sent), then sends them in order w
 the catalog declares (`peloton.bus.keys`) and returns when every record is delivered, with
 the (topic, partition, offset) of each record sent. `send_all` hands every record to the producer
 without waiting for each, then awaits all deliveries once (a batch costs one round trip).
-A delivery failure raises `PublishError`.
+A delivery failure raises `PublishError`, which says whether the broker may take the
+records if sent again (`retriable`).
 
 A job's TaskStateChanged is written as its part version, and `send_all` joins the parts
 it sends together into one record per partition (`peloton.bus.coalesce`): the readers of
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from peloton.bus.coalesce import TOPIC as JOINED_TOPIC
 from peloton.bus.coalesce import Placed, coalesce, joiner_for, write_version
@@ -31,7 +32,7 @@ from peloton.bus.keys import record_target
 from peloton.bus.routing import partition_for
 from peloton.model.event import Event
 
-__all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS", "encode_events"]
+__all__ = ["Publisher", "PublishError", "Delivered", "LINGER_MS", "encode_events", "retriable"]
 
 #: how long the producer waits to fill a request. `_send_now` cuts it short once a
 #: decision's records are all handed over; until then a batch that fills wakes aiokafka's
@@ -81,7 +82,21 @@ async def _send_now(producer: AIOKafkaProducer) -> None:
 
 
 class PublishError(RuntimeError):
-    """The broker did not take a record (the events may be partly in the log)."""
+    """The broker did not take a record (the events may be partly in the log).
+    `retriable`: the broker may take it later (a timeout, a partition's leader moving, a
+    lost connection), as opposed to a refusal of the records themselves (too large,
+    not authorized, or an error the broker does not name)."""
+
+    def __init__(self, message: str, retriable: bool = False) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+def retriable(exc: KafkaError) -> bool:
+    """Whether the broker may take what it refused with `exc` if sent again: the errors
+    aiokafka marks retriable, and a delivery that timed out (`KafkaTimeoutError`, not
+    marked: the record's fate is unknown, and a decision sent again is decided anew)."""
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError)
 
 
 class Publisher:
@@ -136,7 +151,7 @@ class Publisher:
             await _send_now(producer)
             metas = await asyncio.gather(*futures)
         except KafkaError as exc:
-            raise PublishError(f"{type(exc).__name__}: {exc}") from exc
+            raise PublishError(f"{type(exc).__name__}: {exc}", retriable(exc)) from exc
         delivered = [(m.topic, m.partition, m.offset) for m in metas]
         if self.on_delivered is not None:
             self.on_delivered(delivered)

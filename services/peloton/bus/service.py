@@ -41,9 +41,13 @@ Contract: decide, publish, then commit (the same for every service).
      are decided afterwards (those the rebuild folded are skipped);
    - if the broker refuses the batch's events, or a leader finds at publish time that it
      lost its lease, none of the batch counts: the core is rebuilt (undone, for a batch
-     of one call). A refused batch's records are dead-lettered; a dropped decision of a
-     deposed leader is not the records' fault and is not dead-lettered (the leader
-     decides them).
+     of one call). A batch refused for now (a timeout, a partition's leader moving: a
+     retriable `PublishError`) is decided again after a pause that doubles with each
+     refusal in a row, up to 5 s: its records are facts nothing else brings back (an
+     agent's report of a run's end, read live only), so they are neither dead-lettered
+     nor passed. A batch refused for good (records too large, not authorized) is
+     dead-lettered; a dropped decision of a deposed leader is not the records' fault and
+     is not dead-lettered (the leader decides them).
    A core that can only undo its last call takes its records one at a time when it has
    nothing to rebuild from (an agent) or does not lead (a standby undoes each decision
    rather than rebuilding per batch).
