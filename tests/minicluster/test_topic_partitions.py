@@ -5,8 +5,6 @@ was created with, whatever the catalog (or a later PELOTON_TOPIC_PARTITIONS) say
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from broker_topics import create_topic
@@ -16,21 +14,14 @@ from peloton.bus.faustapp import ensure_topics
 from peloton.bus.partitions import ENV
 from peloton.minicluster.bench import topic_partitions
 from peloton.minicluster.scalebench import partitions_text
-from peloton.minicluster.servers import ServerProcess, free_port, start_tansu
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def fresh_broker(tmp_path: Path) -> Iterator[ServerProcess]:
-    server = start_tansu(free_port(), tmp_path / "tansu.log")
-    yield server
-    server.stop()
-
 
 def test_topics_get_the_counts_of_the_environment_their_readers_start_with(
-        fresh_broker: ServerProcess) -> None:
-    broker = fresh_broker.address
+        fresh_broker: str) -> None:
+    broker = fresh_broker
     # a minicluster's parent creates the topics for services started with Layout.env
     asyncio.run(ensure_topics(broker, {ENV: "job-events=1,task-launch-requested=2"}))
     counts = asyncio.run(topic_partitions(broker))
@@ -39,8 +30,8 @@ def test_topics_get_the_counts_of_the_environment_their_readers_start_with(
 
 
 def test_the_counts_are_the_broker_s_a_topic_made_before_keeps_its_own(
-        fresh_broker: ServerProcess) -> None:
-    broker = fresh_broker.address
+        fresh_broker: str) -> None:
+    broker = fresh_broker
     asyncio.run(create_topic(broker, "job-events", 2))
     asyncio.run(ensure_topics(broker))  # the others, as this process's catalog says
     counts = asyncio.run(topic_partitions(broker))

@@ -14,7 +14,8 @@ drawn uniformly from [min_tasks, max_tasks] with `seed`), follows `job-events` a
   stamped on the task's first RUNNING and on its newest run's terminal state (jobmgr's
   clock; both are this machine's wall clock);
 - jobs_not_terminal: jobs with no terminal JobStateChanged (nor JobRejected) when the run
-  stopped, with the latest state of their tasks counted (`stuck_task_states`).
+  stopped, with the latest state of their tasks counted (`stuck_task_states`), and where
+  their runs were lost (`stuck_diagnosis`, only then: `minicluster/stuckreport.py`).
 
 It always stops: when every job is terminal, when nothing new happened for `settle_s`, or
 after `timeout_s` in all. The cluster is torn down whatever happens.
@@ -38,10 +39,11 @@ from peloton.bus import gcpolicy
 from peloton.minicluster.cluster import Cluster, Layout, down, up
 from peloton.minicluster.fleet import start_fleets
 from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_offers
+from peloton.minicluster.stuckreport import diagnose
 from peloton.model.taskstate import TERMINAL
 
 __all__ = ["burst", "job_sizes", "BurstOutcome", "run_burst", "burst_figures", "terminal_ats",
-           "FleetCluster", "fleet_cluster"]
+           "FleetCluster", "fleet_cluster", "stuck_diagnosis"]
 
 Progress = Callable[[str, float], None]
 
@@ -224,7 +226,20 @@ def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_task
     say: Progress = progress or (lambda _m, _f: None)
     sizes = job_sizes(jobs, min_tasks, max_tasks, seed)
     with fleet_cluster(hosts, agent_processes, cpu_per_host, say, run_dir) as fleet:
-        out = asyncio.run(run_burst(fleet.cluster.layout.bootstrap, sizes, duration_s, task_cpu,
-                                    settle_s, timeout_s, say, rate))
+        boot = fleet.cluster.layout.bootstrap
+        out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s, timeout_s,
+                                    say, rate))
+        stuck = asyncio.run(stuck_diagnosis(boot, out, say))
     return {"hosts": hosts, "agent_processes": min(agent_processes, hosts), "seed": seed,
-            **burst_figures(out, rate)}
+            **burst_figures(out, rate), **stuck}
+
+
+async def stuck_diagnosis(bootstrap: str, out: BurstOutcome, say: Progress) -> dict[str, Any]:
+    """`{"stuck_diagnosis": ...}` (`stuckreport.diagnose`) when jobs of the burst did not
+    end, said as progress too; `{}` when every job ended. Call it before the teardown."""
+    if not out.follower.pending_jobs():
+        return {}
+    found = await diagnose(bootstrap, out.follower)
+    say(f"stuck runs: {found['stuck_runs']:,} on {found['hosts']:,} hosts, "
+        f"{found['by_class']}", 0.0)
+    return {"stuck_diagnosis": found}

@@ -142,20 +142,22 @@ class JobFollower:
         """Read what is there; returns the number of records of wanted jobs folded."""
         assert self._consumer is not None, "start() first"
         batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=20_000)
+        return sum(self.fold_record(rec.value) for records in batch.values()
+                   for rec in records)
+
+    def fold_record(self, value: bytes) -> int:
+        """Fold one job-events record; returns the number of facts of wanted jobs folded."""
+        if self.codec.event_type(value) not in _FOLDED:
+            return 0  # JobCreated (a whole spec) and the rest: not decoded
+        try:
+            facts = self.codec.decode_each(value)
+        except DecodeError:
+            return 0
         n = 0
-        peek = self.codec.event_type
-        for records in batch.values():
-            for rec in records:
-                if peek(rec.value) not in _FOLDED:
-                    continue  # JobCreated (a whole spec) and the rest: not decoded
-                try:
-                    facts = self.codec.decode_each(rec.value)
-                except DecodeError:
-                    continue
-                for etype, body in facts:  # a joined TaskStateChanged: one per job
-                    if body.get("job_id") in self.wanted:
-                        self._fold(etype, body)
-                        n += 1
+        for etype, body in facts:  # a joined TaskStateChanged: one per job
+            if body.get("job_id") in self.wanted:
+                self._fold(etype, body)
+                n += 1
         return n
 
     def _fold(self, etype: str, body: dict[str, Any]) -> None:  # the types of `_FOLDED`
