@@ -29,6 +29,7 @@ from peloton.minicluster.scalebench import (
     bus_floor,
     cpu_per_thousand,
     cpu_sample,
+    goal_verdicts,
     jobs_per_s,
     partitions_env,
     partitions_text,
@@ -40,6 +41,7 @@ from peloton.minicluster.scalebench import (
     tables,
     wave_sizes,
 )
+from peloton.minicluster.stuckreport import CLASSES
 
 
 def test_the_plan_has_small_and_large_waves_at_once_then_paced_ones_the_largest_last() -> None:
@@ -49,6 +51,17 @@ def test_the_plan_has_small_and_large_waves_at_once_then_paced_ones_the_largest_
         ("paced 25%", SMALL, 0, 0.25), ("paced 50%", SMALL, 0, 0.5),
         ("small 100%", SMALL, 100_000, 0.0)]
     assert sum(w.tasks for w in waves) >= 100_000
+    assert [w.paced for w in waves] == [False, False, True, True, False]
+
+
+def test_the_goal_s_wave_is_offered_at_its_own_rate_whatever_the_reference() -> None:
+    waves = plan_waves(100_000, paced=(0.5,), goal_rate=1_000.0)
+    assert [w.name for w in waves] == ["small 10%", "large", "paced 1,000/s (goal)",
+                                       "paced 50%", "small 100%"]
+    goal, half = waves[2], waves[3]
+    assert goal.paced and goal.offered(3_400.0) == goal.offered(1_200.0) == 1_000.0
+    assert half.offered(3_400.0) == 1_700.0
+    assert waves[0].offered(3_400.0) == 0.0  # at once
 
 
 @settings(max_examples=60, deadline=None)
@@ -193,7 +206,13 @@ def _result() -> dict[str, Any]:
     rows = [_row("small 10%", 10_000, 2.0), _row("large", 20_000, 1.0),
             _row("small 100%", 100_000, 2.5, jobs_not_terminal=3,
                  stuck_task_states="PENDING=12"),
-            _row("paced 25%", 5_000, 4.0, fraction=0.25, offered_tasks_per_s=250.0),
+            _row("paced 25%", 5_000, 4.0, fraction=0.25, offered_tasks_per_s=250.0,
+                 jobs_not_terminal=2, stuck_task_states="RUNNING=9",
+                 stuck_diagnosis={"stuck_runs": 9, "by_class": {CLASSES[1]: 9}, "hosts": 1,
+                                  "top_hosts": {"host-7": 9},
+                                  "samples": {CLASSES[1]: ["b/0 run 1 on host-7: job "
+                                                           "manager RUNNING, agent "
+                                                           "SUCCEEDED"]}}),
             _row("paced 50%", 10_000, 3.0, fraction=0.5, offered_tasks_per_s=500.0,
                  p99_submit_to_running_ms=800.0)]
     cfg = {"config": CONFIGS[0].name, "hosts": 1_000, "hosts_offered_s": 2.0,
@@ -209,11 +228,40 @@ def test_the_summary_names_max_rate_p99_at_half_of_it_cost_flatness_and_busiest_
     s = _result()["configs"][0]["summary"]
     assert s["tasks_per_s, 100,000 small-job tasks at once"] == 1_000.0
     assert s["jobs not terminal (small 100%)"] == "3: PENDING=12"
+    # a paced wave that did not finish is named too, with where its runs were lost
+    assert s["jobs not terminal (paced 25%)"] == (
+        "2: RUNNING=9; lost: {'end reported, not recorded': 9}")
     assert s["p99_submit_to_running_ms at paced 50%"] == 800.0
     assert s["cpu_s_per_1000_tasks at 10,000 tasks"] == 2.0
     assert s["cpu_s_per_1000_tasks at 100,000 tasks"] == 2.5
     assert s["cost_ratio (largest / first small wave; flat = 1)"] == 1.25
     assert s["busiest service (small 100%)"].startswith("jobmgr ")  # the client is not one
+
+
+def test_the_goals_are_judged_on_every_small_wave_and_the_least_loaded_paced_wave_at_half(
+) -> None:
+    fast = [_row("small 10%", 10_000, 1.0, tasks_per_s=3_400.0),
+            _row("large", 20_000, 1.0, tasks_per_s=900.0),  # large jobs: not the goal's
+            _row("paced 25%", 17_000, 1.0, fraction=0.25, offered_tasks_per_s=850.0,
+                 p99_submit_to_running_ms=300.0),  # below half of 2,000: not judged
+            _row("paced 1,000/s (goal)", 20_000, 1.0, offered_tasks_per_s=1_000.0,
+                 p99_submit_to_running_ms=700.0),
+            _row("paced 50%", 34_000, 1.0, fraction=0.5, offered_tasks_per_s=1_700.0,
+                 p99_submit_to_running_ms=1_300.0),
+            _row("small 100%", 100_000, 1.0, tasks_per_s=2_600.0)]
+    assert goal_verdicts(fast) == {
+        "goal >= 2,000 tasks/s, small jobs at once": "met (3,400, 2,600)",
+        "goal p99 < 1 s at 1,000 tasks/s or more": "met (0.70 s at 1,000/s, "
+                                                   "paced 1,000/s (goal))"}
+    slow = [fast[0], fast[1], fast[2], fast[4],
+            _row("small 100%", 100_000, 1.0, tasks_per_s=2_600.0, jobs_not_terminal=1)]
+    assert goal_verdicts(slow) == {
+        # a wave that did not finish misses, whatever its rate
+        "goal >= 2,000 tasks/s, small jobs at once": "missed (3,400, 2,600)",
+        # without the goal's wave, the least loaded paced wave at 1,000/s or more
+        "goal p99 < 1 s at 1,000 tasks/s or more": "missed (1.30 s at 1,700/s, paced 50%)"}
+    assert goal_verdicts(fast[:3])["goal p99 < 1 s at 1,000 tasks/s or more"] == (
+        "not measured (no paced wave offered 1,000/s or more)")
 
 
 def test_the_bus_floor_is_the_raw_rate_divided_by_records_per_task() -> None:
@@ -232,6 +280,8 @@ def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
     assert "paced 50%" in text and "hosts not offered" in text and "jobmgr" in text
     assert "on CPython 3.11.2 (/v/bin/py)" in text
     assert "partitions per topic 1," in text
+    assert "where the runs of the jobs that did not end were lost" in text
+    assert "b/0 run 1 on host-7: job manager RUNNING, agent SUCCEEDED" in text
     path = plot(_result(), tmp_path / "scale.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

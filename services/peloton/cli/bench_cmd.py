@@ -176,6 +176,8 @@ def register(app: typer.Typer) -> typer.Typer:
             help="paced waves at this fraction of the reference rate (repeatable; "
                  "default 0.25 0.5 0.75)")] = None,
         paced_s: Annotated[float, typer.Option(help="length of each paced wave, s")] = 20.0,
+        goal_wave: Annotated[bool, typer.Option(
+            help="a paced wave at half of the goal's 2,000 tasks/s first")] = True,
         max_rate: Annotated[float, typer.Option(
             help="reference rate of the paced waves, tasks/s (0: the 'small 10%' wave's)")]
         = 0.0,
@@ -196,7 +198,7 @@ def register(app: typer.Typer) -> typer.Typer:
         configuration: tasks/s, p50/p99 submit -> RUNNING, CPU s per 1,000 tasks per
         service, the ratio to the raw bus, cost per task at 10x the tasks (exit status 1
         if a configuration failed or left jobs not terminal)."""
-        from peloton.minicluster.scalebench import CONFIGS, scale, tables
+        from peloton.minicluster.scalebench import CONFIGS, GOAL_TASKS_PER_S, scale, tables
         from peloton.minicluster.scalebench import plot as draw
 
         if quick:
@@ -209,8 +211,8 @@ def register(app: typer.Typer) -> typer.Typer:
         with _bar("scale") as update:
             result = scale(tasks, hosts, agent_processes, chosen,
                            paced if paced is not None else (0.25, 0.5, 0.75), paced_s,
-                           max_rate, seed=seed, timeout_s=timeout, run_dir=run_dir,
-                           progress=update)
+                           GOAL_TASKS_PER_S / 2 if goal_wave else 0.0, max_rate, seed=seed,
+                           timeout_s=timeout, run_dir=run_dir, progress=update)
         if plot is not None:
             draw(result, plot)
         if output == "json":
