@@ -446,9 +446,14 @@ def plot(result: dict[str, Any], path: Path) -> Path:
                    "tasks", "small jobs", ("o-", "s--")),
                   (panels[0], twins[0], [r for r in at_once if r["wave"] == "large"],
                    "tasks", "large jobs", ("^", "v")),
-                  (panels[1], twins[1], sorted((r for r in cfg["waves"] if is_paced(r)),
+                  (panels[1], twins[1], sorted((r for r in cfg["waves"]
+                                                if is_paced(r) and r["fraction"]),
                                                key=lambda r: r["offered_tasks_per_s"]),
-                   "offered_tasks_per_s", "small jobs", ("o-", "s--"))]
+                   "offered_tasks_per_s", "small jobs", ("o-", "s--")),
+                  # the goal's wave, offered at its own rate before the others: a point
+                  (panels[1], twins[1], [r for r in cfg["waves"]
+                                         if is_paced(r) and not r["fraction"]],
+                   "offered_tasks_per_s", "small jobs, the goal's wave (first)", ("*", "X"))]
         for ax, twin, rows, x, shape, styles in series:
             for key, axis, style, label in (
                     ("tasks_per_s", ax, styles[0], "tasks/s"),
