@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from shell_core import (
     AnswerCore,
     DiscardingCore,
@@ -54,6 +55,12 @@ async def started(broker: str, core: AnswerCore, **kw: Any) -> CoreDriver:
     await driver.rebuild()
     await driver.start_live()
     return driver
+
+
+def refusals_counted(retriable: str) -> float:
+    """`peloton_publish_refused_total` of the job manager's service label so far."""
+    return REGISTRY.get_sample_value("peloton_publish_refused_total",
+                                     {"service": "jobmgr", "retriable": retriable}) or 0.0
 
 
 async def dead_letters(broker: str) -> list[dict[str, Any]]:
@@ -194,9 +201,11 @@ async def test_a_batch_the_broker_refuses_for_good_leaves_the_core_as_the_log_sa
         return await real_send(records)
 
     driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    before = refusals_counted("false")
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 5
     await driver.flush_recovery()
     await driver.stop()
+    assert refusals_counted("false") == before + 1
     # five calls to undo: one `discard_unpublished` cannot, so the core was rebuilt
     assert driver.rebuilds == 1 and driver.core.discarded == 0  # type: ignore[attr-defined]
     assert await answers(fresh_broker) == {}
@@ -226,8 +235,10 @@ async def test_a_batch_the_broker_refuses_for_now_is_decided_again_and_nothing_i
         return await real_send(records)
 
     driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    before = refusals_counted("true")
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 5
     await driver.flush_recovery()
+    assert refusals_counted("true") == before + refusals  # what operators see
     # a redelivery of the batch (at least once) decides nothing twice
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 0
     await driver.stop()

@@ -64,6 +64,7 @@ from peloton.bus.catalog import DEAD_LETTER, SNAPSHOT_TOPICS, snapshot_topic
 from peloton.bus.codec import Codec, DecodeError, EncodeError
 from peloton.bus.deadletter import dead_letter
 from peloton.bus.keys import key_of
+from peloton.bus.metrics import PUBLISH_REFUSED, service_label
 from peloton.bus.publisher import Delivered, Publisher, PublishError
 from peloton.bus.replay import Positions, StartBeyondEnd, replay_topics
 from peloton.bus.snapshots import (
@@ -553,6 +554,7 @@ class CoreDriver:
             delivered = await self.publisher.send_all(out)
         except PublishError as exc:
             await self._recover("publish failed", calls)
+            PUBLISH_REFUSED.labels(service_label(self.name), str(exc.retriable).lower()).inc()
             if exc.retriable:
                 self._refusals += 1
                 log.error("%s: publish of %d events of %d records refused (%d in a row), "

@@ -17,7 +17,8 @@ Labels:
 
 Who records what (always the shells, never the pure `domain/` cores):
 - `peloton.bus.service` (every scheduling service and the agent): events consumed, batch
-  handling latency, events published, consumer lag, leader state, snapshot age.
+  handling latency, events published, consumer lag, leader state, snapshot age; its
+  driver (`peloton.bus.driver`): batches the broker refused.
 - `peloton.api.service` (the read-model materializer): events consumed, lag; the API's
   publisher: events published.
 - `peloton.resmgr.service`: cycle duration, entitlement and allocation per pool, pending
@@ -41,7 +42,7 @@ __all__ = [
     "EVENTS_CONSUMED", "EVENTS_PUBLISHED", "HANDLER_SECONDS", "CONSUMER_LAG",
     "RESMGR_CYCLE_SECONDS", "PLACEMENT_ROUND_SECONDS", "POOL_ENTITLEMENT",
     "POOL_ALLOCATION", "PENDING_TASKS", "LEADER", "SNAPSHOT_AGE_SECONDS",
-    "HOSTS_SILENCE_HELD", "GaugeFamily",
+    "HOSTS_SILENCE_HELD", "PUBLISH_REFUSED", "GaugeFamily",
     "service_label", "reason_class", "resource_samples", "count_published",
     "record_entitlement", "record_pending",
 ]
@@ -100,6 +101,11 @@ HOSTS_SILENCE_HELD = Gauge(
     "silent at once, so that it declares them lost only after longer (a lag of its own is "
     "likelier than a mass failure; hostmgr/domain/silence.py); 0 when no mass silence "
     "holds. Summed over the process's shards.")
+PUBLISH_REFUSED = Counter(
+    "peloton_publish_refused_total",
+    "Batches of decided events the broker refused: retriable=true ones are decided again "
+    "(a timeout, a partition's leader moving), retriable=false ones have their input "
+    "records dead-lettered.", ["service", "retriable"])
 SNAPSHOT_AGE_SECONDS = Gauge(
     "peloton_snapshot_age_seconds",
     "Seconds since the newest snapshot this instance wrote or restored was taken (NaN: "
