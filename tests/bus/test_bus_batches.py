@@ -248,6 +248,37 @@ async def test_a_batch_the_broker_refuses_for_now_is_decided_again_and_nothing_i
     assert await dead_letters(fresh_broker) == []
 
 
+async def test_refused_for_too_long_the_driver_stops_and_leaves_the_batch_unread(
+        fresh_broker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that refuses for good while saying "for now" (a topic gone) must not hold
+    the service behind its lock for ever: after `REFUSED_GIVE_UP_S` the error reaches the
+    caller (the intake, which stops the process), the records neither acked, passed nor
+    dead-lettered, so a restart reads them again."""
+    monkeypatch.setattr(driver_module, "REFUSED_RETRY_S", 0.01)
+    monkeypatch.setattr(driver_module, "REFUSED_GIVE_UP_S", 0.2)
+    driver = await started(fresh_broker, LiveInputCore())
+    await submit_one_partition(fresh_broker, JOBS)
+    real_send = driver.publisher.send_all
+    tries = [0]
+
+    async def send_all(records: Any) -> Any:
+        if any(t == "job-events" for t, _, _ in records):
+            tries[0] += 1
+            raise PublishError("UnknownTopicOrPartitionError: refused", retriable=True)
+        return await real_send(records)
+
+    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    batch = await the_batch(fresh_broker)
+    with pytest.raises(PublishError, match="refused for .* s in a row"):
+        await driver.on_records(batch, CARRIES)
+    await driver.stop()
+    assert tries[0] >= 2  # tried again, pausing, until the deadline
+    assert all(driver.positions.get(("job-submitted", p), 0) <= o
+               for _t, p, o, _k, _v in batch)  # not passed
+    assert await answers(fresh_broker) == {}
+    assert await dead_letters(fresh_broker) == []
+
+
 class LiveInputCore(DiscardingCore):
     """Reads its inputs live only (as the job manager reads the agents' reports): a
     rebuild does not fold them, so a refused decision of one is made again only if the

@@ -105,6 +105,11 @@ SNAPSHOT_SHARE = 0.02
 #: again after this long, doubled at each refusal in a row up to `REFUSED_RETRY_MAX_S`
 REFUSED_RETRY_S = 0.1
 REFUSED_RETRY_MAX_S = 5.0
+#: refused for this long in a row, the driver gives up: the batch's records are neither
+#: handled nor acked, the error reaches the shell and the process stops, so that a
+#: restart reads them again (as a Kafka Streams thread dies when its producer's delivery
+#: timeout passes) rather than holding every input, tick and snapshot behind the lock
+REFUSED_GIVE_UP_S = 120.0
 
 
 def now_ms() -> int:
@@ -148,7 +153,8 @@ class CoreDriver:
         self._factory = core_factory or (_copier(core) if core.replay else _no_copy(core))
         self._lock: asyncio.Lock | None = None
         self._inbox: list[_Inbound] = []  # batches waiting for the lock (`on_records`)
-        self._refusals = 0  # batches the broker refused in a row (`_publish_batch`)
+        self._refusals = 0  # publishes the broker refused in a row (`_refused`)
+        self._refused_since: float | None = None  # monotonic time of the first of them
         self._drainer: asyncio.Task[None] | None = None  # deciding the inbox (`_drain`)
         self._stale = False
         self._stale_read_topic = False  # the next rebuild reads the snapshot topic
@@ -416,6 +422,10 @@ class CoreDriver:
                 done, head = await self._decide_batch(head, expected)
                 handled.update(done)
                 await self._refresh()
+                while head and self._stale and self.leading():
+                    # the rebuild's backlog was refused too: the core is not the log's
+                    await asyncio.sleep(self._refused_pause_s())
+                    await self._refresh()
         self.folded_since_snapshot += len(handled)
         for recs, _, fut in taken:
             if not fut.done():
@@ -452,7 +462,9 @@ class CoreDriver:
           retriable `PublishError`) is decided again, from its first record the core saw,
           after a pause that doubles with each refusal in a row (`REFUSED_RETRY_S`): its
           records are facts (an agent's end report, a submission) that nothing else would
-          bring back, so they are neither dead-lettered nor passed. A batch refused for
+          bring back, so they are neither dead-lettered nor passed (after
+          `REFUSED_GIVE_UP_S` of refusals in a row the error is raised instead: the
+          records stay unread for a restart). A batch refused for
           good (its records too large, not authorized) is dead-lettered, as a failed
           record is; a deposed leader's is not (the leader decides it).
         """
@@ -490,8 +502,7 @@ class CoreDriver:
             earlier = {(rec[0], rec[1], rec[2]) for rec in records[:seen_from]}
             letters = [(rec, why) for rec, why in letters if (rec[0], rec[1], rec[2]) in earlier]
             handled = [h for h in handled if h in earlier]
-            await asyncio.sleep(min(REFUSED_RETRY_MAX_S,
-                                    REFUSED_RETRY_S * 2 ** (self._refusals - 1)))
+            await asyncio.sleep(self._refused_pause_s())
         elif failed is not None and outcome is _PUBLISHED:  # the earlier ones are in the log
             await self._recover(f"decision failed on {failed[0]}@{failed[2]}", failed_calls)
         for topic, partition, offset, _, _ in records[:len(records) - len(rest)]:
@@ -554,9 +565,8 @@ class CoreDriver:
             delivered = await self.publisher.send_all(out)
         except PublishError as exc:
             await self._recover("publish failed", calls)
-            PUBLISH_REFUSED.labels(service_label(self.name), str(exc.retriable).lower()).inc()
+            self._refused(exc)
             if exc.retriable:
-                self._refusals += 1
                 log.error("%s: publish of %d events of %d records refused (%d in a row), "
                           "deciding them again: %s", self.name, len(out), len(decided),
                           self._refusals, exc)
@@ -565,9 +575,31 @@ class CoreDriver:
                       exc)
             letters += [(r, f"publish failed: {exc}") for r in decided]
             return _DROPPED
-        self._refusals = 0
+        self._refusals, self._refused_since = 0, None
         self._advance_own(delivered)
         return _PUBLISHED
+
+    def _refused(self, exc: PublishError) -> None:
+        """Count a refusal (`peloton_publish_refused_total`; in a row, for the pause before
+        the next try); raise once refusals for now have lasted `REFUSED_GIVE_UP_S`."""
+        PUBLISH_REFUSED.labels(service_label(self.name), str(exc.retriable).lower()).inc()
+        if not exc.retriable:
+            return
+        now = time.monotonic()
+        self._refusals += 1
+        if self._refused_since is None:
+            self._refused_since = now
+        elif now - self._refused_since > REFUSED_GIVE_UP_S:
+            log.critical("%s: the broker refused every publish for %.1f s (%d in a row): "
+                         "stopping, so that a restart reads the records again: %s", self.name,
+                         now - self._refused_since, self._refusals, exc)
+            raise PublishError(f"refused for {now - self._refused_since:.1f} s in a row: "
+                               f"{exc}", retriable=True) from exc
+
+    def _refused_pause_s(self) -> float:
+        """The pause before trying again after `_refusals` refusals in a row."""
+        return min(REFUSED_RETRY_MAX_S,
+                   REFUSED_RETRY_S * 2.0 ** min(max(0, self._refusals - 1), 32))
 
     async def _dead_letter(self, letters: list[tuple[Record, str]]) -> None:
         if not letters:
@@ -623,7 +655,9 @@ class CoreDriver:
         except PublishError as exc:
             log.error("%s: publish failed: %s", self.name, exc)
             await self._recover("publish failed")
+            self._refused(exc)
             return f"publish failed: {exc}"
+        self._refusals, self._refused_since = 0, None
         self._advance_own(delivered)
         return None
 
