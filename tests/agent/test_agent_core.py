@@ -304,3 +304,44 @@ def test_a_launch_with_unreadable_resources_is_refused_whole_by_a_simulated_agen
         host.deliver("TaskLaunchRequested", body)
     assert host.core.runner.running() == []
     host.close()
+
+
+def ask(host: Host, runs: list[tuple[str, int, int]]) -> None:
+    """The job manager's question about runs of this host (reconciliation)."""
+    host.deliver("TaskReconcileRequested", {"host": HOST, "at": host.now, "runs": [
+        {"job_id": j, "instance": i, "run": r} for j, i, r in runs]})
+
+
+def test_a_reconciliation_is_answered_per_run_with_what_the_agent_knows() -> None:
+    host = Host(retention_s=5.0)
+    host.launch([("done", 0, 1)], command="sleep 0.1")
+    host.launch([("long", 0, 1)], command="sleep 60")
+    host.advance(500)
+    host.published.clear()
+    ask(host, [("done", 0, 1), ("long", 0, 1), ("never", 0, 1)])
+    host.advance(TICK_MS)
+    answers = {(s["job_id"], s["state"]): s for ev in host.published
+               if ev.type == "TaskStatusReported" for s in ev.body["statuses"]}
+    assert set(answers) == {("done", "SUCCEEDED"), ("long", "RUNNING"), ("never", "LOST")}
+    assert answers[("done", "SUCCEEDED")]["exit_code"] == 0  # its end, reported again
+    assert "reconciliation" in answers[("done", "SUCCEEDED")]["message"]
+    assert "does not know this run" in answers[("never", "LOST")]["message"]
+    # a run launched and not started yet gets no answer: its own statuses are on the way
+    host.published.clear()
+    host.core.book.admit_launch("soon-0-1", host.now)
+    ask(host, [("soon", 0, 1)])
+    host.advance(TICK_MS)
+    assert host.statuses() == []
+    host.close()
+
+
+def test_an_end_is_known_for_a_reconciliation_until_the_run_leaves_the_book() -> None:
+    host = Host(retention_s=1.0)
+    host.launch([("job", 0, 1)], command="sleep 0.1")
+    host.advance(3_000)  # ended, reported, and forgotten after its retention
+    assert "job-0-1" not in host.core.book and host.core._ends == {}
+    host.published.clear()
+    ask(host, [("job", 0, 1)])
+    host.advance(TICK_MS)
+    assert host.statuses() == [("job-0-1", "LOST")]
+    host.close()

@@ -151,6 +151,7 @@ SHAPED: dict[str, Callable[[], dict[str, Any]]] = {
     "PlacementFailed": lambda: eb.placement_failed("j1", 0),
     "TaskLaunchRequested": lambda: eb.launch_requested("h1", eb.launch("j1", 0)),
     "TaskKillRequested": lambda: eb.task_kill_requested("h1", "j1", 0),
+    "TaskReconcileRequested": lambda: eb.task_reconcile_requested("h1", ("j1", 0, 1)),
     "TaskStatusReported": lambda: eb.agent_status("h1", "j1", 0, "RUNNING"),
     "HostRegistered": lambda: eb.host_registered("h1", labels={"zone": "a"}),
     "HostStatusReported": lambda: eb.heartbeat("h1", 5, running=["j1-0-1"]),

@@ -119,6 +119,8 @@ REALISTIC: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "PlacementRejected": (lambda: eb.placement_rejected("j1", 0, "h1"), "rejected"),
     "TaskLaunchRequested": (lambda: eb.launch_requested("h2", eb.launch("j1", 0)), "h2"),
     "TaskKillRequested": (lambda: eb.task_kill_requested("h3", "j1", 0), "h3"),
+    "TaskReconcileRequested": (lambda: eb.task_reconcile_requested("h3", ("j1", 0, 1)),
+                               "h3"),
     "TaskStatusReported": (lambda: eb.agent_status("h4", "j1", 0, "RUNNING"), "h4"),
     "HostRegistered": (lambda: eb.host_registered("h5", labels={"zone": "a"}), "h5"),
     "HostStatusReported": (lambda: eb.heartbeat("h6", 5, running=["j1-0-1"]), "h6"),
@@ -193,7 +195,8 @@ def _emitted_literals() -> dict[str, set[str]]:
 def test_every_event_the_cores_build_is_in_the_catalog_with_a_schema() -> None:
     emitted = _emitted_literals()
     assert set(emitted) == set(CORES)  # the scan finds every core's emitters
-    assert {"JobCreated", "TaskStateChanged", "TaskKillRequested"} <= emitted["jobmgr"]
+    assert {"JobCreated", "TaskStateChanged", "TaskKillRequested",
+            "TaskReconcileRequested"} <= emitted["jobmgr"]
     assert {"TasksAdmitted", "ResourcePoolCreated"} <= emitted["resmgr"]
     codec = default_codec()
     for core, types in sorted(emitted.items()):

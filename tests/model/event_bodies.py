@@ -303,6 +303,12 @@ def task_kill_requested(host: str, job_id: str, instance: int, *, run: int = 1,
                                                "reason": "kill requested"}]}
 
 
+def task_reconcile_requested(host: str, *runs: tuple[str, int, int], at: int = 0) -> Body:
+    """The job manager's question to `host`'s agent about runs (job, instance, run)."""
+    return {"host": host, "at": at, "runs": [{"job_id": j, "instance": i, "run": r}
+                                             for j, i, r in runs]}
+
+
 def admission_deferred(job_id: str, instance: int, reason: str, *, run: int = 1,
                        pool: str = "/default", at: int = 0) -> Body:
     return {"at": at, "pool": pool, "tasks": [{"job_id": job_id, "instance": instance,

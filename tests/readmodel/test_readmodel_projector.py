@@ -18,7 +18,8 @@ from peloton.readmodel.projector import COLUMNS, SourcePos, project, version
 NOT_SHOWN = {"PlacementMade", "PlacementRejected", "TaskLaunchRequested", "TaskKillRequested",
              "HostMaintenanceRequested",  # its outcome: HostStateChanged or ...Rejected
              "UpdateCommandRequested",  # its outcome: UpdateStateChanged or JobUpdateRejected
-             "JobStartRequested"}  # its outcome: new runs (TaskStateChanged), JobStateChanged
+             "JobStartRequested",  # its outcome: new runs (TaskStateChanged), JobStateChanged
+             "TaskReconcileRequested"}  # its outcome: the agent's answer, a status
 SRC = SourcePos("job-events", 2, 40)
 
 

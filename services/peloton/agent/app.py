@@ -44,6 +44,12 @@ Heartbeats: every `heartbeat_s`; the first `heartbeat_phase_s` after the registr
 (a fleet spreads its hosts' phases over the interval, so each tick sends a slice of them,
 not all at once).
 
+Reconciliation: a `TaskReconcileRequested` (the job manager's question about runs of this
+host it has had no news of, `peloton.jobmgr.domain.reconciliation`) is answered per run in
+the next report: RUNNING if it runs; its end again (the status it was reported with) if
+it ended and is still known; nothing if it was launched and has not started yet; LOST if
+the agent does not know it (never launched here, or forgotten after its retention).
+
 Decide, publish, then commit: `tick` hands its statuses (and `after_replay` the
 registration) to the shell, which publishes them. The shell calls `discard_unpublished`
 right after a call whose events did not reach the log, before any other call; so when the
@@ -129,6 +135,7 @@ class AgentCore:
         self.book = RunBook(round(config.retention_s * 1000))
         self.health = HealthBook()
         self._pending: list[dict[str, Any]] = []  # statuses for the next report
+        self._ends: dict[str, dict[str, Any]] = {}  # run -> its end's status, while known
         self._sent: list[dict[str, Any]] = []  # statuses of the last call, not yet confirmed
         self._register_due = False  # the registration was discarded: send it again
         self._register_sent = False
@@ -161,9 +168,35 @@ class AgentCore:
                 if action is KillAction.KILL:
                     self._spawn(self.runner.kill(rid, kill["grace_period_s"]))
                 elif action is KillAction.REPORT_KILLED:
-                    self._pending.append(
-                        _status(rid, RunState.KILLED.value, None, "killed before launch"))
+                    self._pending.append(self._ended(
+                        _status(rid, RunState.KILLED.value, None, "killed before launch")))
+        elif etype == "TaskReconcileRequested":
+            running = set(self.runner.running())
+            for ref in body["runs"]:
+                answer = self._reconciled(run_id(ref["job_id"], ref["instance"], ref["run"]),
+                                          running)
+                if answer is not None:
+                    self._pending.append(answer)
         return []
+
+    def _ended(self, status: dict[str, Any]) -> dict[str, Any]:
+        """Keep a run's end (its status) while the run is known, for a reconciliation."""
+        self._ends[run_id(status["job_id"], status["instance"], status["run"])] = status
+        return status
+
+    def _reconciled(self, rid: str, running: set[str]) -> dict[str, Any] | None:
+        """The answer to the job manager's question about a run (module doc): RUNNING, its
+        end again, nothing while it is starting, LOST when this agent does not know it."""
+        if rid in running:
+            return _status(rid, RunState.RUNNING.value, None, "running (reconciliation)")
+        end = self._ends.get(rid)
+        if end is not None:
+            return {**end, "message": f"{end['message']} (reported again: reconciliation)"}
+        if rid in self.book:
+            return None  # launched, not started yet: its statuses are on their way
+        return _status(rid, "LOST", None,
+                       f"the agent of {self.config.host} (incarnation "
+                       f"{self.config.incarnation}) does not know this run (reconciliation)")
 
     def _registration_read(self, incarnation: str) -> None:
         """A HostRegistered of this host, in log order (see the module doc)."""
@@ -181,7 +214,7 @@ class AgentCore:
             "restart)", self.config.host, incarnation, self.config.incarnation, len(running))
         for rid in running:
             self._spawn(self.runner.kill(rid, 0.0))
-        self._pending, self._sent = [], []
+        self._pending, self._sent, self._ends = [], [], {}
         self._register_due = False
 
     def discard_unpublished(self) -> None:
@@ -211,8 +244,10 @@ class AgentCore:
             health = self.health.running(status.run_id, status.sandbox)
         else:
             health = self.health.health(status.run_id)
-        self._pending.append(_status(status.run_id, status.state.value, status.exit_code,
-                                     status.message, status.sandbox, health))
+        reported = _status(status.run_id, status.state.value, status.exit_code,
+                           status.message, status.sandbox, health)
+        self._pending.append(self._ended(reported) if status.state in TERMINAL_STATES
+                             else reported)
 
     def _start(self, rid: str, launch: dict[str, Any]) -> None:
         raw_check = launch.get("health_check_json")
@@ -289,6 +324,7 @@ class AgentCore:
             return []
         for rid in self.book.expire(now):
             self.runner.forget(rid)
+            self._ends.pop(rid, None)
         for probe in self.health.due(now):
             self._spawn(self._probe(probe))
         if self.process_runner is not None and now - self._last_gc >= SANDBOX_GC_INTERVAL_MS:

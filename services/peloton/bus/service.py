@@ -46,9 +46,9 @@ Contract: decide, publish, then commit (the same for every service).
      refusal in a row, up to 5 s: its records are facts nothing else brings back (an
      agent's report of a run's end, read live only), so they are neither dead-lettered
      nor passed; refused so for 2 minutes in a row, the service stops (its records not
-     acked: a restart reads them again). A batch refused for good (records too large, not authorized) is
-     dead-lettered; a dropped decision of a deposed leader is not the records' fault and
-     is not dead-lettered (the leader decides them).
+     acked: a restart reads them again). A batch refused for good (records too large,
+     not authorized) is dead-lettered; a dropped decision of a deposed leader is not the
+     records' fault and is not dead-lettered (the leader decides them).
    A core that can only undo its last call takes its records one at a time when it has
    nothing to rebuild from (an agent) or does not lead (a standby undoes each decision
    rather than rebuilding per batch).

@@ -9,6 +9,8 @@ a timeout off; defaults are Peloton's, see `jobmgr.domain.timeouts` and `retenti
     PELOTON_JOBMGR_RETENTION_S           terminal jobs stay in memory     (600)
     PELOTON_JOBMGR_RESTART_BACKOFF_S     service restart backoff base     (30)
     PELOTON_JOBMGR_IN_PLACE_WAIT_S       an in-place update waits for its host (10)
+    PELOTON_JOBMGR_RECONCILE_AFTER_S     a run on a host with no news is asked about (60)
+    PELOTON_JOBMGR_RECONCILE_EVERY_S     ... and again at most this often  (600)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from peloton.model.event import Event
 
 __all__ = ["JobManagerCore", "ENV_PLACEMENT_TIMEOUT", "ENV_PLACEMENT_BACKOFF",
            "ENV_PREEMPT_TIMEOUT", "ENV_RETENTION", "ENV_RESTART_BACKOFF",
-           "ENV_IN_PLACE_WAIT"]
+           "ENV_IN_PLACE_WAIT", "ENV_RECONCILE_AFTER", "ENV_RECONCILE_EVERY"]
 
 ENV_PLACEMENT_TIMEOUT = "PELOTON_JOBMGR_PLACEMENT_TIMEOUT_S"
 ENV_PLACEMENT_BACKOFF = "PELOTON_JOBMGR_PLACEMENT_BACKOFF_S"
@@ -33,6 +35,8 @@ ENV_PREEMPT_TIMEOUT = "PELOTON_JOBMGR_PREEMPT_TIMEOUT_S"
 ENV_RETENTION = "PELOTON_JOBMGR_RETENTION_S"
 ENV_RESTART_BACKOFF = "PELOTON_JOBMGR_RESTART_BACKOFF_S"
 ENV_IN_PLACE_WAIT = "PELOTON_JOBMGR_IN_PLACE_WAIT_S"
+ENV_RECONCILE_AFTER = "PELOTON_JOBMGR_RECONCILE_AFTER_S"
+ENV_RECONCILE_EVERY = "PELOTON_JOBMGR_RECONCILE_EVERY_S"
 
 
 def _ms(environ: Mapping[str, str], name: str, default_ms: int) -> int:
@@ -86,7 +90,9 @@ class JobManagerCore:
                                           default.placement_backoff_unit_ms),
             preempt_ms=_ms(environ, ENV_PREEMPT_TIMEOUT, default.preempt_ms),
             restart_base_ms=_ms(environ, ENV_RESTART_BACKOFF, default.restart_base_ms),
-            in_place_ms=_ms(environ, ENV_IN_PLACE_WAIT, default.in_place_ms)))
+            in_place_ms=_ms(environ, ENV_IN_PLACE_WAIT, default.in_place_ms),
+            reconcile_ms=_ms(environ, ENV_RECONCILE_AFTER, default.reconcile_ms),
+            reconcile_every_ms=_ms(environ, ENV_RECONCILE_EVERY, default.reconcile_every_ms)))
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.apply(etype, body)

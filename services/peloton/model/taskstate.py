@@ -76,9 +76,10 @@ VICTIMS: frozenset[TaskState] = frozenset({S.READY, S.PLACING, S.LAUNCHED, S.STA
 ENDING: frozenset[TaskState] = frozenset({S.KILLING, S.PREEMPTING})
 #: Runs placement no longer has to place or count in flight.
 LEAVES_PLACEMENT: frozenset[TaskState] = TERMINAL | {S.KILLING}
-#: What an agent may report about a run it was asked to launch.
+#: What an agent may report about a run it was asked to launch (LOST: the agent does not
+#: know the run, its answer to a reconciliation).
 AGENT_STATES: frozenset[TaskState] = frozenset(
-    {S.LAUNCHED, S.STARTING, S.RUNNING, S.SUCCEEDED, S.FAILED, S.KILLED})
+    {S.LAUNCHED, S.STARTING, S.RUNNING, S.SUCCEEDED, S.FAILED, S.KILLED, S.LOST})
 #: Job states from which a job never moves again.
 TERMINAL_JOB: frozenset[JobState] = frozenset(
     {JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED})

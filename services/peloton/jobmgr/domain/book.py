@@ -13,7 +13,8 @@ Contract:
   nothing when the book is consistent, so it is safe to run at any time.
 - `tick(now_ms)` = reconcile, then the timeouts (`timeouts`), then retention: terminal jobs
   and rejected submissions older than `retention_ms` of event time leave the book
-  (`retention`); their ids stay known, so resubmitting one is still a no-op.
+  (`retention`); their ids stay known, so resubmitting one is still a no-op. Last, the
+  agents are asked about runs on their hosts with no news (`reconciliation`).
 Deterministic: no clock (now_ms is passed in), no randomness, sorted iteration.
 """
 
@@ -35,6 +36,7 @@ from peloton.jobmgr.domain.folding import (
     supersedes,
 )
 from peloton.jobmgr.domain.hosts import HostTable
+from peloton.jobmgr.domain.reconciliation import Reconciler
 from peloton.jobmgr.domain.records import Batch, JobRecord, Pending, TaskRecord, change
 from peloton.jobmgr.domain.restarts import IN_PLACE, OWN_EXITS, restart_run
 from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS, ForgottenIds
@@ -100,6 +102,9 @@ class JobBook:
         self.start_at: dict[str, int] = {}  # job -> newest JobStartRequested (see starts)
         # instances a start spared from a whole-job kill of a job not created yet
         self.kill_spared: dict[str, set[int]] = {}
+        # which runs were asked about when (soft state: `reconciliation`)
+        self.reconciler = Reconciler(self.timeouts.reconcile_ms,
+                                     self.timeouts.reconcile_every_ms)
 
     def known(self, job_id: str) -> bool:
         return job_id in self.jobs or job_id in self.rejected or job_id in self.forgotten
@@ -609,6 +614,7 @@ class JobBook:
         events.extend(self._commit(batch, now_ms))
         events.extend(self._drained(progress))
         self.forget(now_ms)
+        events.extend(self.reconciler.due(self, now_ms))
         return events
 
     def forget(self, now_ms: int) -> None:

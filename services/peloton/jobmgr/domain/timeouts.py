@@ -40,10 +40,13 @@ class Timeouts:
     preempt_ms: int = 10 * 60_000
     restart_base_ms: int = 30_000  # Peloton's service restart backoff base (see restarts)
     in_place_ms: int = 10_000  # how long an in-place restart waits for its host
+    #: a run on a host with no news for this long is asked about (`reconciliation`)
+    reconcile_ms: int = 60_000
+    reconcile_every_ms: int = 600_000  # ... and again at most this often
 
     def __post_init__(self) -> None:
         for name in ("placement_ms", "placement_backoff_unit_ms", "preempt_ms",
-                     "restart_base_ms", "in_place_ms"):
+                     "restart_base_ms", "in_place_ms", "reconcile_ms", "reconcile_every_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 

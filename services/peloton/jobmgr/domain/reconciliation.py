@@ -1,0 +1,83 @@
+"""Asking agents about runs with no news: the job manager's task reconciliation (pure).
+
+Peloton reconciles its tasks with Mesos periodically, so a task whose status update was
+lost does not stay RUNNING for ever. Here a run's end reaches the job manager only as an
+agent's TaskStatusReported, read live; if that report is lost on the way (a core bug whose
+record was dead-lettered, a decision the broker refused for good), nothing else brings the
+end back. So, at every tick from `scan_every_ms` on:
+
+- every run the book holds on a host (`JobBook.on_host`) in an on-host state other than
+  PREEMPTING (which has its own timeout), with no change for `after_ms` of event time,
+  is asked about: one `TaskReconcileRequested` per host (at most `CHUNK` runs each),
+  which the host's agent answers with a status per run (RUNNING, its end if it ended
+  within its retention, or LOST if it does not know the run; `peloton.agent.app`);
+- a run asked about is asked again only `every_ms` later while nothing changes for it
+  (a long-running service instance costs one question and one answer that often);
+- the answers are ordinary agent statuses: RUNNING changes nothing for a RUNNING run,
+  an end ends it, LOST ends it LOST (retried as any lost run).
+
+`asked` is soft state: not snapshotted nor folded (a restarted job manager asks again, at
+worst once more per run), and it keeps only runs still on a host. Deterministic: the
+times are the ticks' `now_ms`, iteration is sorted. A scan costs O(runs on hosts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from peloton.jobmgr.domain.records import JobRecord
+from peloton.model.event import Event
+from peloton.model.taskstate import ON_HOST, TaskState
+
+__all__ = ["Reconciler", "ASKED", "CHUNK"]
+
+#: the states a run may be asked about in (on a host, no timeout of their own)
+ASKED: frozenset[TaskState] = ON_HOST - {TaskState.PREEMPTING}
+#: runs per TaskReconcileRequested
+CHUNK = 500
+
+RunKey = tuple[str, int, int]
+
+
+class _Book(Protocol):
+    jobs: dict[str, JobRecord]
+    on_host: dict[str, dict[tuple[str, int], None]]
+
+
+@dataclass
+class Reconciler:
+    """When to ask which host's agent about which runs (module doc); 0 turns it off."""
+
+    after_ms: int = 60_000
+    every_ms: int = 600_000
+    scan_every_ms: int = 10_000
+    asked: dict[RunKey, int] = field(default_factory=dict)  # run -> when last asked
+    next_scan_ms: int = 0
+
+    def due(self, book: _Book, now_ms: int) -> list[Event]:
+        """The questions of this tick (module doc)."""
+        if self.after_ms <= 0 or now_ms < self.next_scan_ms:
+            return []
+        self.next_scan_ms = now_ms + self.scan_every_ms
+        by_host: dict[str, list[dict[str, Any]]] = {}
+        still: dict[RunKey, int] = {}
+        for host in sorted(book.on_host):
+            for job_id, instance in sorted(book.on_host[host]):
+                task = book.jobs[job_id].tasks[instance]
+                key = (job_id, instance, task.run)
+                last = self.asked.get(key)
+                if last is not None:
+                    still[key] = last
+                if task.state not in ASKED or now_ms - task.since < self.after_ms:
+                    continue
+                if last is not None and last >= task.since and now_ms - last < self.every_ms:
+                    continue
+                still[key] = now_ms
+                by_host.setdefault(host, []).append(
+                    {"job_id": job_id, "instance": instance, "run": task.run})
+        self.asked = still  # runs that left their host are forgotten
+        return [Event("TaskReconcileRequested", host,
+                      {"host": host, "at": now_ms, "runs": runs[i:i + CHUNK]})
+                for host, runs in sorted(by_host.items())
+                for i in range(0, len(runs), CHUNK)]
