@@ -345,3 +345,16 @@ def test_an_end_is_known_for_a_reconciliation_until_the_run_leaves_the_book() ->
     host.advance(TICK_MS)
     assert host.statuses() == [("job-0-1", "LOST")]
     host.close()
+
+
+def test_a_run_answered_lost_is_not_started_by_a_launch_read_after_the_question() -> None:
+    host = Host(retention_s=1.0)
+    ask(host, [("late", 0, 1)])  # the question overtook the launch (another topic)
+    host.advance(TICK_MS)
+    assert host.statuses() == [("late-0-1", "LOST")]
+    host.launch([("late", 0, 1)], command="sleep 0.1")
+    host.advance(500)
+    assert host.starts() == {}  # the job manager runs it again elsewhere
+    host.advance(3_000)  # the tombstone leaves after its retention, as a kill's does
+    assert "late-0-1" not in host.core.book and host.core._ends == {}
+    host.close()

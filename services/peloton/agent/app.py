@@ -48,7 +48,9 @@ Reconciliation: a `TaskReconcileRequested` (the job manager's question about run
 host it has had no news of, `peloton.jobmgr.domain.reconciliation`) is answered per run in
 the next report: RUNNING if it runs; its end again (the status it was reported with) if
 it ended and is still known; nothing if it was launched and has not started yet; LOST if
-the agent does not know it (never launched here, or forgotten after its retention).
+the agent does not know it (never launched here, or forgotten after its retention), with a
+tombstone in the run book, as for a kill read before its launch: a launch of that run read
+later (the question travels on another topic) is not started.
 
 Decide, publish, then commit: `tick` hands its statuses (and `after_replay` the
 registration) to the shell, which publishes them. The shell calls `discard_unpublished`
@@ -90,7 +92,8 @@ __all__ = ["AgentConfig", "AgentCore"]
 
 log = logging.getLogger(__name__)
 
-_TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
+#: the ends a report may carry (LOST: a run the agent does not know, see `_reconciled`)
+_TERMINAL = frozenset(s.value for s in TERMINAL_STATES) | {"LOST"}
 DEFAULT_GRACE_S = 10.0  # a launch record without kill_grace_period_s (tests, old tools)
 SANDBOX_GC_INTERVAL_MS = 60_000
 
@@ -174,7 +177,7 @@ class AgentCore:
             running = set(self.runner.running())
             for ref in body["runs"]:
                 answer = self._reconciled(run_id(ref["job_id"], ref["instance"], ref["run"]),
-                                          running)
+                                          int(body["at"]), running)
                 if answer is not None:
                     self._pending.append(answer)
         return []
@@ -184,9 +187,11 @@ class AgentCore:
         self._ends[run_id(status["job_id"], status["instance"], status["run"])] = status
         return status
 
-    def _reconciled(self, rid: str, running: set[str]) -> dict[str, Any] | None:
+    def _reconciled(self, rid: str, at: int, running: set[str]) -> dict[str, Any] | None:
         """The answer to the job manager's question about a run (module doc): RUNNING, its
-        end again, nothing while it is starting, LOST when this agent does not know it."""
+        end again, nothing while it is starting, LOST when this agent does not know it.
+        A run answered LOST gets the book's tombstone, as a kill before its launch does: a
+        launch of it read later is not started (the job manager runs it again elsewhere)."""
         if rid in running:
             return _status(rid, RunState.RUNNING.value, None, "running (reconciliation)")
         end = self._ends.get(rid)
@@ -194,9 +199,11 @@ class AgentCore:
             return {**end, "message": f"{end['message']} (reported again: reconciliation)"}
         if rid in self.book:
             return None  # launched, not started yet: its statuses are on their way
-        return _status(rid, "LOST", None,
-                       f"the agent of {self.config.host} (incarnation "
-                       f"{self.config.incarnation}) does not know this run (reconciliation)")
+        if self.book.admit_kill(rid, at) is not KillAction.REPORT_KILLED:
+            return None  # a question redelivered after its run left the book: answered
+        return self._ended(_status(
+            rid, "LOST", None, f"the agent of {self.config.host} (incarnation "
+            f"{self.config.incarnation}) does not know this run (reconciliation)"))
 
     def _registration_read(self, incarnation: str) -> None:
         """A HostRegistered of this host, in log order (see the module doc)."""
