@@ -201,6 +201,9 @@ class AgentCore:
             return None  # launched, not started yet: its statuses are on their way
         if self.book.admit_kill(rid, at) is not KillAction.REPORT_KILLED:
             return None  # a question redelivered after its run left the book: answered
+        log.warning("agent %s: the job manager asked about run %s, which this agent "
+                    "(incarnation %s) does not know: answered LOST", self.config.host, rid,
+                    self.config.incarnation)
         return self._ended(_status(
             rid, "LOST", None, f"the agent of {self.config.host} (incarnation "
             f"{self.config.incarnation}) does not know this run (reconciliation)"))
