@@ -57,6 +57,24 @@ async def started(broker: str, core: AnswerCore, **kw: Any) -> CoreDriver:
     return driver
 
 
+def refusing(driver: CoreDriver, error: str, retriable: bool,
+             times: int | None = 1) -> list[int]:
+    """Make the broker refuse the driver's next `times` sends to job-events (None: every
+    one) with `error`; returns the count of refusals so far, as a one-item list."""
+    real_send = driver.publisher.send_all
+    count = [0]
+
+    async def send_all(records: Any) -> Any:
+        if (any(t == "job-events" for t, _, _ in records)
+                and (times is None or count[0] < times)):
+            count[0] += 1
+            raise PublishError(error, retriable=retriable)
+        return await real_send(records)
+
+    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    return count
+
+
 def refusals_counted(retriable: str) -> float:
     """`peloton_publish_refused_total` of the job manager's service label so far."""
     return REGISTRY.get_sample_value("peloton_publish_refused_total",
@@ -191,16 +209,8 @@ async def test_a_batch_the_broker_refuses_for_good_leaves_the_core_as_the_log_sa
         fresh_broker: str) -> None:
     driver = await started(fresh_broker, DiscardingCore())
     await submit_one_partition(fresh_broker, JOBS)
-    real_send = driver.publisher.send_all
-    refused = [False]
-
-    async def send_all(records: Any) -> Any:
-        if not refused[0]:  # the batch's events; the dead letters then go through
-            refused[0] = True
-            raise PublishError("MessageSizeTooLargeError: refused", retriable=False)
-        return await real_send(records)
-
-    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    # the batch's events refused; the dead letters then go through
+    refusing(driver, "MessageSizeTooLargeError: refused", retriable=False)
     before = refusals_counted("false")
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 5
     await driver.flush_recovery()
@@ -225,16 +235,8 @@ async def test_a_batch_the_broker_refuses_for_now_is_decided_again_and_nothing_i
     monkeypatch.setattr(driver_module, "REFUSED_RETRY_S", 0.01)
     driver = await started(fresh_broker, LiveInputCore())
     await submit_one_partition(fresh_broker, JOBS)
-    real_send = driver.publisher.send_all
-    left = [refusals]
-
-    async def send_all(records: Any) -> Any:
-        if left[0]:
-            left[0] -= 1
-            raise PublishError("RequestTimedOutError: refused for now", retriable=True)
-        return await real_send(records)
-
-    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    refused = refusing(driver, "RequestTimedOutError: refused for now", retriable=True,
+                       times=refusals)
     before = refusals_counted("true")
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 5
     await driver.flush_recovery()
@@ -242,7 +244,7 @@ async def test_a_batch_the_broker_refuses_for_now_is_decided_again_and_nothing_i
     # a redelivery of the batch (at least once) decides nothing twice
     assert await driver.on_records(await the_batch(fresh_broker), CARRIES) == 0
     await driver.stop()
-    assert left[0] == 0 and driver.rebuilds == refusals
+    assert refused == [refusals] and driver.rebuilds == refusals
     assert await answers(fresh_broker) == {j: 1 for j in JOBS}  # each decided once
     assert driver.core.answered == {j: 1 for j in JOBS}  # the core holds the log's state
     assert await dead_letters(fresh_broker) == []
@@ -258,16 +260,8 @@ async def test_refused_for_too_long_the_driver_stops_and_leaves_the_batch_unread
     monkeypatch.setattr(driver_module, "REFUSED_GIVE_UP_S", 0.2)
     driver = await started(fresh_broker, LiveInputCore())
     await submit_one_partition(fresh_broker, JOBS)
-    real_send = driver.publisher.send_all
-    tries = [0]
-
-    async def send_all(records: Any) -> Any:
-        if any(t == "job-events" for t, _, _ in records):
-            tries[0] += 1
-            raise PublishError("UnknownTopicOrPartitionError: refused", retriable=True)
-        return await real_send(records)
-
-    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    tries = refusing(driver, "UnknownTopicOrPartitionError: refused", retriable=True,
+                     times=None)
     batch = await the_batch(fresh_broker)
     with pytest.raises(PublishError, match="refused for .* s in a row"):
         await driver.on_records(batch, CARRIES)
