@@ -290,3 +290,21 @@ def test_an_unknown_configuration_is_refused_before_anything_starts() -> None:
     res = CliRunner().invoke(app, ["bench", "scale", "--config", "no such thing"])
     assert res.exit_code == 2
     assert "no such configuration" in res.output
+
+
+def test_ends_learned_from_a_reconciliation_are_counted_and_named_in_the_summary() -> None:
+    follower = JobFollower("unused:0")
+    follower.want({"j": 2})
+    follower._fold("TaskStateChanged", {"job_id": "j", "at": 5, "changes": [
+        {"instance": 0, "run": 1, "state": "SUCCEEDED", "host": "h1",
+         "reason": "exit code 0 (reported again: reconciliation)"},
+        {"instance": 1, "run": 1, "state": "RUNNING", "host": "h1",
+         "reason": "running (reconciliation)"},  # not an end
+        {"instance": 1, "run": 1, "state": "SUCCEEDED", "host": "h1",
+         "reason": "exit code 0"}]})
+    assert follower.recovered == 1
+    rows = [_row("small 10%", 10_000, 1.0, ends_recovered_by_reconciliation=1),
+            _row("small 100%", 100_000, 1.0, ends_recovered_by_reconciliation=0)]
+    summary = summarize(rows)
+    assert summary["ends recovered by reconciliation (small 10%)"] == 1
+    assert "ends recovered by reconciliation (small 100%)" not in summary

@@ -17,8 +17,11 @@ drawn uniformly from [min_tasks, max_tasks] with `seed`), follows `job-events` a
   stopped, with the latest state of their tasks counted (`stuck_task_states`), and where
   their runs were lost (`stuck_diagnosis`, only then: `minicluster/stuckreport.py`).
 
-It always stops: when every job is terminal, when nothing new happened for `settle_s`, or
-after `timeout_s` in all. The cluster is torn down whatever happens.
+It always stops: when every job is terminal, when nothing new happened for `settle_s`
+(`SETTLE_S` by default: longer than the job manager takes to ask an agent about a run with
+no news, so a wave whose end report was lost still ends, and
+`ends_recovered_by_reconciliation` counts those ends), or after `timeout_s` in all. The
+cluster is torn down whatever happens.
 """
 
 from __future__ import annotations
@@ -42,10 +45,14 @@ from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_
 from peloton.minicluster.stuckreport import diagnose
 from peloton.model.taskstate import TERMINAL
 
-__all__ = ["burst", "job_sizes", "BurstOutcome", "run_burst", "burst_figures", "terminal_ats",
-           "FleetCluster", "fleet_cluster", "stuck_diagnosis"]
+__all__ = ["burst", "SETTLE_S", "job_sizes", "BurstOutcome", "run_burst", "burst_figures",
+           "terminal_ats", "FleetCluster", "fleet_cluster", "stuck_diagnosis"]
 
 Progress = Callable[[str, float], None]
+
+#: how long a burst waits without progress before it stops: more than the job manager's
+#: reconciliation takes (a run with no news for 60 s is asked about, at most 10 s later)
+SETTLE_S = 90.0
 
 
 def job_sizes(jobs: int, min_tasks: int, max_tasks: int, seed: int) -> list[int]:
@@ -170,6 +177,7 @@ def burst_figures(out: BurstOutcome, rate: float = 0.0) -> dict[str, Any]:
         "tasks_running_seen": len(to_run), "tasks_terminal_seen": len(to_end),
         "jobs_rejected": len(follower.rejected),
         "jobs_not_terminal": len(pending),
+        "ends_recovered_by_reconciliation": follower.recovered,
         "stuck_task_states": ", ".join(f"{k}={v}" for k, v in sorted(stuck.items())) or "-",
         "stopped_because": out.stop_reason, "wall_s": round(out.wall_s, 2),
         "latency_clock": "TaskStateChanged.at (jobmgr) - JobSubmitted.submitted_at (client)",
@@ -219,7 +227,7 @@ def fleet_cluster(hosts: int, agent_processes: int, cpu_per_host: float, say: Pr
 
 def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_tasks: int = 1,
           max_tasks: int = 8, seed: int = 7, cpu_per_host: float = 64.0,
-          task_cpu: float = 0.1, duration_s: float = 0.1, settle_s: float = 60.0,
+          task_cpu: float = 0.1, duration_s: float = 0.1, settle_s: float = SETTLE_S,
           timeout_s: float = 900.0, run_dir: Path | None = None,
           progress: Progress | None = None, rate: float = 0.0) -> dict[str, Any]:
     """Run the burst (module docstring); `run_dir` keeps logs there instead of a temp dir."""

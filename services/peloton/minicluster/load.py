@@ -109,6 +109,9 @@ class JobFollower:
         self.job_state: dict[str, str] = {}
         self.rejected: dict[str, str] = {}
         self.runs: dict[tuple[str, int, int], RunHistory] = {}
+        #: run ends the job manager learned from an agent's answer to its reconciliation
+        #: (the first report of the end was lost on its way)
+        self.recovered = 0
         self.instances: dict[str, int] = {}
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -171,6 +174,8 @@ class JobFollower:
                 key = (job_id, ch["instance"], ch["run"])
                 self.runs.setdefault(key, RunHistory()).changes.append(
                     (body["at"], ch["state"], ch.get("host")))
+                if ch["state"] in TERMINAL and "reconciliation)" in (ch.get("reason") or ""):
+                    self.recovered += 1
 
     def terminal_jobs(self) -> set[str]:
         ended = {j for j, s in self.job_state.items() if s in TERMINAL_JOB}

@@ -50,7 +50,13 @@ from peloton.bus.catalog import INTERNAL_TOPICS, TOPICS
 from peloton.bus.partitions import ENV
 from peloton.interpreter import interpreter
 from peloton.minicluster.bench import raw_bus, topic_ends, topic_partitions
-from peloton.minicluster.burst import burst_figures, fleet_cluster, run_burst, stuck_diagnosis
+from peloton.minicluster.burst import (
+    SETTLE_S,
+    burst_figures,
+    fleet_cluster,
+    run_burst,
+    stuck_diagnosis,
+)
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
@@ -279,6 +285,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if row is not None:
             out[f"tasks_per_s, {row['tasks']:,} small-job tasks at once"] = row["tasks_per_s"]
     for row in rows:  # any wave that did not finish (the plan stops after it)
+        if row.get("ends_recovered_by_reconciliation"):
+            out[f"ends recovered by reconciliation ({row['wave']})"] = (
+                row["ends_recovered_by_reconciliation"])
         if row["jobs_not_terminal"]:
             lost = row.get("stuck_diagnosis", {}).get("by_class")
             out[f"jobs not terminal ({row['wave']})"] = (
@@ -314,6 +323,7 @@ def _wave_row(wave: Wave, sizes: list[int], rate: float, fig: dict[str, Any],
             "p99_submit_to_terminal_ms": fig["p99_submit_to_terminal_ms"],
             "p50_p99_ms_to_each_state": fig["p50_p99_ms_to_each_state"],
             "jobs_not_terminal": fig["jobs_not_terminal"],
+            "ends_recovered_by_reconciliation": fig["ends_recovered_by_reconciliation"],
             "stuck_task_states": fig["stuck_task_states"],
             "stopped_because": fig["stopped_because"], "wall_s": fig["wall_s"],
             **({"stuck_diagnosis": fig["stuck_diagnosis"]} if "stuck_diagnosis" in fig else {}),
@@ -405,7 +415,7 @@ def scale(tasks: int = 100_000, hosts: int = 1_000, agent_processes: int = 2,
           paced: Iterable[float] = (0.25, 0.5, 0.75), paced_s: float = 20.0,
           goal_rate: float = GOAL_TASKS_PER_S / 2,
           max_rate: float = 0.0, cpu_per_host: float = 64.0, seed: int = 7,
-          idle_s: float = 5.0, settle_s: float = 60.0, timeout_s: float = 900.0,
+          idle_s: float = 5.0, settle_s: float = SETTLE_S, timeout_s: float = 900.0,
           offer_timeout_s: float = 120.0, run_dir: Path | None = None,
           progress: Progress | None = None) -> dict[str, Any]:
     """Run the plan on each configuration in turn (module docstring); a configuration that
