@@ -464,9 +464,9 @@ class CoreDriver:
           records are facts (an agent's end report, a submission) that nothing else would
           bring back, so they are neither dead-lettered nor passed (after
           `REFUSED_GIVE_UP_S` of refusals in a row the error is raised instead: the
-          records stay unread for a restart). A batch refused for
-          good (its records too large, not authorized) is dead-lettered, as a failed
-          record is; a deposed leader's is not (the leader decides it).
+          records stay unread for a restart). A batch refused for good (its records too
+          large, not authorized) is dead-lettered, as a failed record is; a deposed
+          leader's is not (the leader decides it).
         """
         decided: list[Record] = []  # handled by the core; their events are in `out`
         letters: list[tuple[Record, str]] = []

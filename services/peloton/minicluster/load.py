@@ -184,17 +184,23 @@ class JobFollower:
     def pending_jobs(self) -> set[str]:
         return self.wanted - self.terminal_jobs()
 
+    def newest_runs(self) -> dict[tuple[str, int], tuple[int, RunHistory]]:
+        """For jobs not terminal: each instance's newest run seen, and its history."""
+        pending = self.pending_jobs()
+        newest: dict[tuple[str, int], tuple[int, RunHistory]] = {}
+        for (job, inst, run), hist in self.runs.items():
+            if job in pending and run >= newest.get((job, inst), (0, hist))[0]:
+                newest[(job, inst)] = (run, hist)
+        return newest
+
     def stuck_task_states(self) -> dict[str, int]:
         """For jobs not terminal: the latest state of each instance's newest run, counted."""
-        pending = self.pending_jobs()
-        newest: dict[tuple[str, int], tuple[int, str]] = {}
-        for (job, inst, run), hist in self.runs.items():
-            if job in pending and run >= newest.get((job, inst), (0, ""))[0]:
-                newest[(job, inst)] = (run, hist.state)
+        newest = self.newest_runs()
         counts: dict[str, int] = {}
-        for job in pending:
+        for job in self.pending_jobs():
             for inst in range(self.instances.get(job, 0)):
-                state = newest.get((job, inst), (0, "no task event"))[1]
+                found = newest.get((job, inst))
+                state = "no task event" if found is None else found[1].state
                 counts[state] = counts.get(state, 0) + 1
         return counts
 

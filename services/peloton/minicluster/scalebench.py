@@ -57,6 +57,7 @@ from peloton.minicluster.burst import (
     run_burst,
     stuck_diagnosis,
 )
+from peloton.minicluster.cluster import PARTITIONABLE
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
@@ -68,10 +69,6 @@ log = logging.getLogger(__name__)
 
 SMALL = (1, 8)
 LARGE = (200, 2_000)
-
-
-#: the services `Layout` runs partitioned over `<service>_instances` instances
-PARTITIONED = ("jobmgr", "hostmgr", "placement")
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ class ScaleConfig:
     def partitions(self) -> int:
         """Instances of the most partitioned service (`Layout`'s `<service>_instances`, 0
         for one unpartitioned instance; the resource manager's are standbys)."""
-        return max(1, *(self.layout.get(f"{s}_instances", 0) for s in PARTITIONED))
+        return max(1, *(self.layout.get(f"{s}_instances", 0) for s in PARTITIONABLE))
 
     def layout_keywords(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
         """`layout`, its processes' environment with the partition counts added (unless
@@ -275,9 +272,9 @@ def goal_verdicts(rows: list[dict[str, Any]]) -> dict[str, str]:
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The goal figures of one configuration's wave rows (module docstring): the rates of
     small jobs at once, every wave that did not finish (and where its runs were lost), the
-    p99 of the paced wave nearest half
-    of the reference rate, the cost per task of the largest small wave against the first,
-    and which service spent the most."""
+    p99 of the paced wave nearest half of the reference rate, the cost per task of the
+    largest small wave against the first, which service spent the most, and whether the
+    goals were met (`goal_verdicts`)."""
     by_name = {r["wave"]: r for r in rows}
     first, last = by_name.get("small 10%"), by_name.get("small 100%")
     out: dict[str, Any] = {}
@@ -293,7 +290,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[f"jobs not terminal ({row['wave']})"] = (
                 f"{row['jobs_not_terminal']:,}: {row['stuck_task_states']}"
                 + (f"; lost: {lost}" if lost else ""))
-    paced = [r for r in rows if r.get("fraction") and is_paced(r)]
+    paced = [r for r in rows if r.get("fraction")]  # the waves at a fraction of the rate
     if paced:
         half = min(paced, key=lambda r: abs(r["fraction"] - 0.5))
         out[f"p99_submit_to_running_ms at {half['wave']}"] = half["p99_submit_to_running_ms"]

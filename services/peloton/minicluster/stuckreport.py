@@ -42,13 +42,8 @@ Run = tuple[str, int, int]
 def stuck_runs(follower: JobFollower) -> dict[Run, tuple[str, str | None]]:
     """Per instance of a job not terminal, its newest run (job, instance, run) that is not
     terminal, with the job manager's last state and host for it."""
-    pending = follower.pending_jobs()
-    newest: dict[tuple[str, int], tuple[int, RunHistory]] = {}
-    for (job, inst, run), hist in follower.runs.items():
-        if job in pending and run >= newest.get((job, inst), (-1, None))[0]:
-            newest[(job, inst)] = (run, hist)
     out: dict[Run, tuple[str, str | None]] = {}
-    for (job, inst), (run, hist) in newest.items():
+    for (job, inst), (run, hist) in follower.newest_runs().items():
         if hist.state not in TERMINAL:
             host = next((h for _at, _s, h in reversed(hist.changes) if h), None)
             out[(job, inst, run)] = (hist.state, host)
