@@ -20,6 +20,7 @@ from peloton.bus.codec import default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets
 from peloton.bus.driver import CoreDriver
 from peloton.bus.keys import record_key
+from peloton.bus.publisher import PublishError
 from peloton.bus.replay import replay_topics
 from peloton.model.event import Event
 
@@ -190,3 +191,21 @@ async def log_state(broker: str, core: AnswerCore) -> dict[str, Any]:
     """The state the log describes: a fresh core folding the replay topics."""
     await replay_topics(broker, list(core.replay), default_codec(), core.fold)
     return core.snapshot()
+
+
+def refusing(driver: CoreDriver, error: str, retriable: bool,
+             times: int | None = 1) -> list[int]:
+    """Make the broker refuse the driver's next `times` sends to job-events (None: every
+    one) with `error`; returns the count of refusals so far, as a one-item list."""
+    real_send = driver.publisher.send_all
+    count = [0]
+
+    async def send_all(records: Any) -> Any:
+        if (any(t == "job-events" for t, _, _ in records)
+                and (times is None or count[0] < times)):
+            count[0] += 1
+            raise PublishError(error, retriable=retriable)
+        return await real_send(records)
+
+    driver.publisher.send_all = send_all  # type: ignore[method-assign]
+    return count

@@ -20,6 +20,7 @@ from shell_core import (
     log_state,
     produce,
     read_topic,
+    refusing,
     submitted,
 )
 
@@ -55,24 +56,6 @@ async def started(broker: str, core: AnswerCore, **kw: Any) -> CoreDriver:
     await driver.rebuild()
     await driver.start_live()
     return driver
-
-
-def refusing(driver: CoreDriver, error: str, retriable: bool,
-             times: int | None = 1) -> list[int]:
-    """Make the broker refuse the driver's next `times` sends to job-events (None: every
-    one) with `error`; returns the count of refusals so far, as a one-item list."""
-    real_send = driver.publisher.send_all
-    count = [0]
-
-    async def send_all(records: Any) -> Any:
-        if (any(t == "job-events" for t, _, _ in records)
-                and (times is None or count[0] < times)):
-            count[0] += 1
-            raise PublishError(error, retriable=retriable)
-        return await real_send(records)
-
-    driver.publisher.send_all = send_all  # type: ignore[method-assign]
-    return count
 
 
 def refusals_counted(retriable: str) -> float:

@@ -18,14 +18,13 @@ from event_bodies import (
     placement_made,
     tasks_admitted,
 )
-from shell_core import produce, read_topic
+from shell_core import produce, read_topic, refusing
 
 from peloton.bus import driver as driver_module
 from peloton.bus.codec import default_codec
 from peloton.bus.driver import CoreDriver
 from peloton.bus.faustapp import ensure_topics
 from peloton.bus.keys import record_key
-from peloton.bus.publisher import PublishError
 from peloton.jobmgr.service import JobManagerCore
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -72,20 +71,12 @@ async def test_an_end_report_refused_for_now_still_ends_its_job(
         await _feed(driver, broker, "task-status-reported", "TaskStatusReported",
                     agent_status(HOST, JOB, 0, "RUNNING", at=6))
         assert await _job_states(broker) == ["RUNNING"]
-        real_send = driver.publisher.send_all
-        refused = [1]
-
-        async def send_all(records: Any) -> Any:
-            if refused[0]:  # the end's decision; the broker takes it the second time
-                refused[0] -= 1
-                raise PublishError("RequestTimedOutError: simulated", retriable=True)
-            return await real_send(records)
-
-        driver.publisher.send_all = send_all  # type: ignore[method-assign]
+        # the end's decision refused once; the broker takes it the second time
+        refused = refusing(driver, "RequestTimedOutError: simulated", retriable=True)
         assert await _feed(driver, broker, "task-status-reported", "TaskStatusReported",
                            agent_status(HOST, JOB, 0, "SUCCEEDED", exit_code=0, at=7)) == 1
         await driver.flush_recovery()
-        assert refused == [0]
+        assert refused == [1]
         assert await _job_states(broker) == ["RUNNING", "SUCCEEDED"]
         assert await read_topic(broker, "dead-letters") == []
     finally:
