@@ -25,6 +25,22 @@ def load(path: Path) -> Schema:
     return json.loads(path.read_text())
 
 
+def field_type(schema: Schema, path: str) -> object:
+    """The Avro type of a key field path (`pool.path`; `tasks.0.job_id` names a field of
+    a list's items); AssertionError naming what is missing."""
+    t: object = schema
+    for part in path.split("."):
+        if part.isdigit():  # a list's item
+            assert isinstance(t, dict) and t.get("type") == "array", (path, t)
+            t = t["items"]
+            continue
+        assert isinstance(t, dict), (path, t)
+        fields = {f["name"]: f["type"] for f in t["fields"]}
+        assert part in fields, f"{schema['name']} has no field {path}"
+        t = fields[part]
+    return t
+
+
 def fullname(name: str, namespace: str) -> str:
     return name if "." in name or not namespace else f"{namespace}.{name}"
 

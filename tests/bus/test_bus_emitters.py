@@ -21,11 +21,13 @@ from typing import Any
 
 import event_bodies as eb
 import pytest
+from bus_samples import field_type
 
-from peloton.bus.catalog import TOPICS, Batch, Field, key_rule
+from peloton.bus.catalog import TOPICS, Batch, Field, key_rule, topic_for_event
 from peloton.bus.check import EventCheckError, check_event
 from peloton.bus.codec import default_codec
 from peloton.bus.keys import key_of
+from peloton.bus.routing import partition_for
 from peloton.model.event import Event
 from peloton.model.resources import Resources
 from peloton.resmgr.domain.poolbook import PoolBook, config_record
@@ -106,9 +108,9 @@ REALISTIC: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "JobUpdateRejected": (lambda: eb.job_update_rejected("j8"), "j8"),
     "JobUpdateRequested": (lambda: eb.job_update_requested("j8"), "j8"),
     "UpdateCommandRequested": (lambda: eb.update_command_requested("j8"), "j8"),
-    "TasksAdmitted": (lambda: eb.tasks_admitted("j1", 0, 1, pool="/a"), "/a"),
+    "TasksAdmitted": (lambda: eb.tasks_admitted("j1", 0, 1, pool="/a"), "j1"),
     "AdmissionDeferred": (lambda: eb.admission_deferred("j1", 2, "over entitlement",
-                                                        pool="/b"), "/b"),
+                                                        pool="/b"), "j1"),
     "TasksPreempted": (lambda: eb.tasks_preempted("j1", 0, pool="/c"), "/c"),
     "EntitlementUpdated": (lambda: eb.entitlement_updated({"/": None, "/default": "/"}),
                            "cluster"),
@@ -158,12 +160,8 @@ def test_every_catalog_event_has_a_schema_with_its_key_field(event: str) -> None
     assert event in codec.event_types, f"{event}: no schema in schemas/"
     rule = key_rule(event)
     if isinstance(rule, Field):
-        fields: Any = codec.schema(event)
-        for part in rule.path.split("."):
-            by_name = {f["name"]: f["type"] for f in fields["fields"]}
-            assert part in by_name, f"{event}: key field {rule.path} not in its schema"
-            fields = by_name[part]
-        assert fields in ("string", "int", "long"), (event, rule.path, fields)
+        assert field_type(codec.schema(event), rule.path) in ("string", "int", "long"), (
+            event, rule.path)
     else:
         assert isinstance(rule, Batch) and rule.key and rule.why
 
@@ -232,9 +230,15 @@ def test_every_event_the_real_cores_emit_in_a_small_cluster_passes_the_check() -
                 if isinstance(rule, Field):
                     value: Any = ev.body
                     for part in rule.path.split("."):
-                        value = value[part]
+                        value = value[int(part) if isinstance(value, list) else part]
                     if key_of(ev.type, ev.body) != str(value):
                         problems.append(f"{producer}: {ev.type} keyed wrong")
+                    if ".0." in rule.path:  # keyed by its first item: all in its partition
+                        items, _, field = rule.path.partition(".0.")
+                        n = topic_for_event(ev.type).partitions
+                        if len({partition_for(str(i[field]).encode(), n)
+                                for i in ev.body[items]}) != 1:
+                            problems.append(f"{producer}: {ev.type} spans partitions")
         publish(events, producer)
 
     runner.publish = checked  # type: ignore[method-assign]

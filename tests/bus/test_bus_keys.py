@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bus_samples import SCHEMA_DIR, load, sample
+from bus_samples import SCHEMA_DIR, field_type, load, sample
 
 from peloton.bus.catalog import TOPICS, Batch, Field, key_rule
 from peloton.bus.check import EventCheckError, check_event
@@ -18,16 +18,6 @@ def newest(event: str) -> dict:  # type: ignore[type-arg]
     versions = sorted(SCHEMA_DIR.glob(f"{event}.v*.avsc"),
                       key=lambda p: int(p.name.split(".v")[1].split(".")[0]))
     return load(versions[-1])  # type: ignore[no-any-return]
-
-
-def field_type(schema: dict, path: str) -> object:  # type: ignore[type-arg]
-    t: object = schema
-    for part in path.split("."):
-        assert isinstance(t, dict), (path, t)
-        fields = {f["name"]: f["type"] for f in t["fields"]}
-        assert part in fields, f"{schema['name']} has no field {path}"
-        t = fields[part]
-    return t
 
 
 @pytest.mark.parametrize("event", CATALOG_EVENTS)
@@ -56,6 +46,13 @@ def test_keys_follow_the_declared_fields() -> None:
     assert key_of("PlacementMade", {"round": 7}) == "7"
     assert key_of("ResourcePoolCreated", {"pool": {"path": "/a/b"}}) == "/a/b"
     assert key_of("OfferReceived", {"offers": []}) == "offers"
+    tasks = [{"job_id": "j2", "instance": 0}, {"job_id": "j9", "instance": 1}]
+    assert key_of("TasksAdmitted", {"pool": "/a", "tasks": tasks}) == "j2"  # the first's
+
+
+def test_a_batch_keyed_by_its_first_item_needs_one() -> None:
+    with pytest.raises(KeyError, match=r"tasks\.0\.job_id"):
+        key_of("TasksAdmitted", {"pool": "/a", "tasks": []})
 
 
 def test_a_body_without_its_key_field_raises() -> None:

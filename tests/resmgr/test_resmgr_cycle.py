@@ -78,10 +78,38 @@ def test_admits_what_fits_and_defers_the_rest_with_a_reason() -> None:
     out = rm.tick(0)
     assert [e.type for e in out] == ["EntitlementUpdated", "TasksAdmitted", "AdmissionDeferred"]
     assert admitted(out) == [("j1", i) for i in range(4)]
-    assert of(out, "TasksAdmitted")[0].key == "/default"
+    assert of(out, "TasksAdmitted")[0].key == "j1"  # keyed by its first task's job
     assert of(out, "TasksAdmitted")[0].body["pool"] == "/default"
     assert deferred(out) == [("j1", 4, "pool over entitlement: cpu 5/4"),
                              ("j1", 5, "pool over entitlement: cpu 5/4")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
+       shards=st.integers(1, 4), cpus=st.integers(4, 40))
+def test_each_batch_holds_jobs_of_one_shard(sizes: list[int], shards: int, cpus: int) -> None:
+    """With `shard_of_job` (the partition of tasks-admitted a job's records land in),
+    every TasksAdmitted and AdmissionDeferred holds runs of jobs of one shard only, keyed by
+    its first task's job, and together they say exactly what one batch per pool said."""
+    def shard(job_id: str) -> int:
+        return int(job_id.removeprefix("j")) % shards
+
+    outs = []
+    for shard_of_job in (None, shard):
+        rm = ResourceManager(entitlement_cycle_ms=CYCLE_MS, min_recompute_ms=200,
+                             shard_of_job=shard_of_job)
+        rm.fold("OfferReceived", offer_received(offer("h0", cpu=cpus, mem=10_000.0)))
+        for j, n in enumerate(sizes):
+            submit(rm, f"j{j}", n, cpu=1, mem=10)
+        outs.append(rm.tick(0))
+    whole, sharded = outs
+    assert sorted(admitted(sharded)) == sorted(admitted(whole))
+    assert sorted(deferred(sharded)) == sorted(deferred(whole))
+    for ev in of(sharded, "TasksAdmitted") + of(sharded, "AdmissionDeferred"):
+        assert len({shard(t["job_id"]) for t in ev.body["tasks"]}) == 1
+        assert ev.key == ev.body["tasks"][0]["job_id"]
+    # one batch per pool and shard that has runs
+    assert len(of(sharded, "TasksAdmitted")) == len({shard(j) for j, _ in admitted(whole)})
 
 
 def test_admitted_runs_are_not_admitted_again() -> None:

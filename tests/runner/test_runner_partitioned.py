@@ -154,12 +154,15 @@ def pools(runner: MemoryRunner, paths: list[str]) -> None:
     runner.run_for(2_000)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_two_placement_engines_share_the_pools_and_never_place_a_run_twice(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "paths"), [(1, ["/a", "/b", "/c", "/d"]),
+                                             (2, ["/a", "/b", "/c", "/d"]), (3, [])])
+def test_two_placement_engines_share_the_jobs_and_never_place_a_run_twice(
+        seed: int, paths: list[str]) -> None:
+    """Several pools, or every job in one pool (seed 3): both engines place, each only the
+    runs of its share of the jobs (admissions are keyed by job, not by pool)."""
     rng = random.Random(seed)
     runner = cluster(seed=seed, hosts=6, cpu=8.0, placement_instances=2,
                      jobmgr_instances=2, hostmgr_instances=2)
-    paths = ["/a", "/b", "/c", "/d"]
     pools(runner, paths)
     jobs = small_jobs(rng, "j", 200, durations=(0.5, 1.0, 2.0))
     for job in jobs:
@@ -186,11 +189,14 @@ def test_two_placement_engines_share_the_pools_and_never_place_a_run_twice(seed:
     # engines taking turns (placement/shard.py) rarely collide
     assert all(n <= refused[run] + 1 for run, n in made.items())
     assert sum(refused.values()) <= len(made) // 20, sum(refused.values())
-    # each engine placed only the runs of its share of the pools
-    spec = {j["job_id"]: j["respool"] for j in jobs}
+    # each engine placed only the runs of its share of the jobs
     n = topic("tasks-admitted").partitions
     for rec, etype, body in runner.records("placement-made"):
         if etype == "PlacementMade":
             k = int(rec.producer.removeprefix("placement-p"))
-            assert all(partition_for(spec[p["job_id"]].encode(), n) == k
+            assert all(partition_for(p["job_id"].encode(), n) == k
                        for p in body["placements"])
+    # every admission record holds jobs of the one partition it is in
+    for rec, etype, body in runner.records("tasks-admitted"):
+        assert {partition_for(t["job_id"].encode(), n) for t in body["tasks"]} == \
+            {rec.partition}, etype

@@ -52,7 +52,8 @@ app.kubernetes.io/component: {{ .component }}
      service is one more entry here and in control-plane.yaml's list. */}}
 {{- define "peloton.partitionedServices" -}}
 jobmgr:
-  topics: [job-submitted, job-kill-requested, job-update-requested, job-events, jobmgr-inbox]
+  topics: [job-submitted, job-kill-requested, job-update-requested, job-events, tasks-admitted,
+           jobmgr-inbox]
   defaultPartitions: 4
 hostmgr:
   topics: [host-registered, task-status-reported, task-launch-requested,

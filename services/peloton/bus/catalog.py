@@ -6,11 +6,13 @@ type through its schema fingerprint); the key keeps one entity's events in order
 
 Keys: the shell sets every record's Kafka key from the catalog, never from the core (see
 `peloton.bus.keys`). By default an event's key is the body field named by its topic's
-`key`; `keys` overrides that per event type with a `Field` (another field, or a nested one
-such as `pool.path`) or a `Batch` rule. A batch event that spans several entities (an
-OfferReceived lists many hosts, a PlacementRejected many runs) has no one field: the batch
-rule gives it one constant key, so every batch of that type lands on one partition in the
-order it was decided (a later batch supersedes an earlier one only if read after it).
+`key`; `keys` overrides that per event type with a `Field` (another field, a nested one
+such as `pool.path`, or a list's item such as `tasks.0.job_id`: the producer then puts in
+one record only items whose keys share its partition) or a `Batch` rule. A batch event
+that spans several entities (an OfferReceived lists many hosts, a PlacementRejected many
+runs) has no one field: the batch rule gives it one constant key, so every batch of that
+type lands on one partition in the order it was decided (a later batch supersedes an
+earlier one only if read after it).
 
 Snapshots (`SNAPSHOT_TOPICS`, one per service that rebuilds state from the log): 1
 partition, written only by the service itself (see `peloton.bus.snapshots`). They are not
@@ -81,8 +83,11 @@ TOPICS: tuple[Topic, ...] = (
     Topic("job-update-requested", "job_id", 4, ("JobUpdateRequested",
                                                  "UpdateCommandRequested"), public=True,
           doc="roll a job to a new config; pause, resume, abort or roll back its update"),
-    Topic("tasks-admitted", "pool", 4, ("TasksAdmitted", "AdmissionDeferred"),
-          doc="resmgr admission decisions"),
+    Topic("tasks-admitted", "job_id", 4, ("TasksAdmitted", "AdmissionDeferred"),
+          doc="resmgr admission decisions (a batch's tasks are of jobs of one partition; "
+              "keyed by its first task's job, so each job's admissions land in the "
+              "partition of its job-events)",
+          keys={e: Field("tasks.0.job_id") for e in ("TasksAdmitted", "AdmissionDeferred")}),
     Topic("entitlement-updated", "cluster", 1, ("EntitlementUpdated",),
           doc="resmgr entitlement cycles",
           keys={"EntitlementUpdated": Batch("cluster", "one cycle covers every pool")}),
@@ -143,7 +148,7 @@ SNAPSHOT_TOPICS: tuple[Topic, ...] = tuple(
 #: `peloton.bus.routing.check_copartitioned`).
 INTERNAL_TOPICS: tuple[Topic, ...] = (
     Topic("jobmgr-inbox", "job_id", 4,
-          ("TasksAdmitted", "PlacementMade", "PlacementFailed", "PlacementRejected",
+          ("PlacementMade", "PlacementFailed", "PlacementRejected",
            "TaskLaunchRequested", "TaskStatusReported", "HostLost", "TasksPreempted"),
           doc="the job manager's share of other services' facts, split by job (internal: "
               "written by the job router, read by the job manager instance that owns the "

@@ -21,6 +21,9 @@ def key_of(etype: str, body: dict[str, Any]) -> str:
         return rule.key
     value: Any = body
     for part in rule.path.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]  # `tasks.0.job_id`: a list's item by position
+            continue
         if not isinstance(value, dict) or part not in value:
             raise KeyError(f"{etype}: key field {rule.path!r} missing from the body")
         value = value[part]

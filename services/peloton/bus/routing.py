@@ -44,7 +44,7 @@ from aiokafka.partitioner import murmur2
 from peloton.bus.catalog import topic, topic_for_event
 from peloton.model.event import Event
 
-__all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "split",
+__all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "partition_of", "split",
            "check_copartitioned", "item_field"]
 
 
@@ -54,6 +54,16 @@ def partition_for(key: bytes, partitions: int) -> int:
     Remembered for the last 8,192 keys (about 2 MB): aiokafka's murmur2 is pure Python
     (several us a key), and a job's or host's records come in runs."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def partition_of(topic_name: str) -> Callable[[str], int]:
+    """The partition of `topic_name` a key's records land in (with the topic's configured
+    count): what a core uses to put in one record only items of one partition."""
+    n = topic(topic_name).partitions
+
+    def of(key: str) -> int:
+        return partition_for(key.encode(), n)
+    return of
 
 
 def item_field(name: str) -> Callable[[Any], str]:
@@ -96,7 +106,9 @@ class Route:
 
     def __post_init__(self) -> None:
         names = {topic_for_event(t).name for t in (*self.splits, *self.ignored)}
-        object.__setattr__(self, "topics", tuple(sorted(names)))
+        # an own topic is read partition by partition, not routed (its types the
+        # service ignores are skipped by the shards themselves)
+        object.__setattr__(self, "topics", tuple(sorted(names - set(self.own))))
         if self.inbox is None:
             if self.splits:
                 raise ValueError(f"{self.service}: a route that splits needs an inbox")

@@ -1,15 +1,16 @@
 """The job manager partitioned by job id: one `JobShardCore` per partition, and its route.
 
 Partitioned mode (issue 10): the job manager runs as N instances of one consumer group.
-Its own topics (job-submitted, job-kill-requested, job-update-requested, and job-events,
-which it alone writes) are keyed by job id and co-partitioned, so partition p of each holds
-the facts of the same jobs. An instance runs one `JobShardCore` per partition it owns: the
-same book and decisions as the single job manager (`JobManagerCore`), restricted to the
-jobs of that partition. Its inputs:
+Its own topics (job-submitted, job-kill-requested, job-update-requested, job-events,
+which it alone writes, and tasks-admitted, whose records the resource manager keys by job
+and fills with one partition's jobs) are keyed by job id and co-partitioned, so partition
+p of each holds the facts of the same jobs. An instance runs one `JobShardCore` per
+partition it owns: the same book and decisions as the single job manager
+(`JobManagerCore`), restricted to the jobs of that partition. Its inputs:
 - partition p of the own topics and of the inbox `jobmgr-inbox`, where the job router
   (`JOB_ROUTE`, `peloton.bus.routing.RouterCore`) puts the share of partition p of every
-  other service's facts (admissions, placements, rejections, launches, agents' statuses,
-  lost hosts' runs, preemptions), split by job;
+  other service's facts (placements, rejections, launches, agents' statuses, lost hosts'
+  runs, preemptions), split by job;
 - the few facts every partition needs, read whole: entitlement-updated (the pools) and
   host-events (host states for daemons and drains).
 Its replay (rebuild) is partition p of the own topics plus those two, and its snapshot
@@ -47,9 +48,9 @@ def _run_job(rid: Any) -> str:
 JOB_ROUTE = Route(
     service="jobmgr",
     inbox="jobmgr-inbox",
-    own=("job-submitted", "job-kill-requested", "job-update-requested", "job-events"),
+    own=("job-submitted", "job-kill-requested", "job-update-requested", "job-events",
+         "tasks-admitted"),
     splits={
-        "TasksAdmitted": Split("tasks", item_field("job_id")),
         "PlacementMade": Split("placements", item_field("job_id")),
         "PlacementFailed": Split("tasks", item_field("job_id")),
         "PlacementRejected": Split("rejections", item_field("job_id")),
@@ -68,8 +69,8 @@ class JobShardCore(JobManagerCore):
     """The job manager's core for the jobs of one partition (see the module doc)."""
 
     inputs: tuple[str, ...] = (
-        "job-submitted", "job-kill-requested", "job-update-requested", "jobmgr-inbox",
-        "entitlement-updated", "host-events")
+        "job-submitted", "job-kill-requested", "job-update-requested", "tasks-admitted",
+        "jobmgr-inbox", "entitlement-updated", "host-events")
     replay: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "job-events", "entitlement-updated",
         "host-events", "job-update-requested")

@@ -3,14 +3,16 @@ partition of tasks-admitted.
 
 Partitioned mode (issue 10; Peloton ran several placement engines at once): N instances
 of the consumer group `peloton-placement` share the partitions of tasks-admitted (keyed
-by pool), so each pool's admissions go to one engine. The engine of partition p folds
-every other fact whole (job specs and task changes from job-events, every engine's
-placements and the host manager's refusals, launches, offers), so its host views count
-what the other engines placed; but it places only the runs of the pools of its share
-(`PlacementBoard.share`: pools whose key hashes to p). Two engines can still place onto the
-same free room in the same instant: the host manager re-validates every placement against
-the host's current resources and refuses the later one (PlacementRejected), and its engine
-places the run again, as with one engine after a stale offer.
+by job: the resource manager puts in one record only jobs of one partition), so each
+job's admissions go to one engine, and a busy pool's runs are spread over all of them.
+The engine of partition p folds every other fact whole (job specs and task changes from
+job-events, every engine's placements and the host manager's refusals, launches, offers),
+so its host views count what the other engines placed; but it places only the runs of its
+share (`PlacementBoard.share`: jobs whose id hashes to p). Two engines can still place
+onto the same free room in the same instant: the host manager re-validates every
+placement against the host's current resources and refuses the later one
+(PlacementRejected), and its engine places the run again, as with one engine after a
+stale offer.
 
 Taking turns: engines that place in the same instant see the same free room and collide.
 So the engine of partition p places only in its time slot: rounds of `SLOT_MS`, slot
@@ -18,8 +20,8 @@ So the engine of partition p places only in its time slot: rounds of `SLOT_MS`, 
 placements (its host views count them), so most collisions never happen. The cost: a run
 waits at most one cycle of slots (partitions x SLOT_MS) longer for its round.
 
-A run belongs to the share of its job's pool (JobCreated's respool, the pool resmgr
-admits it in). No routing is needed: the only co-partitioned topic is tasks-admitted.
+A run belongs to the share of its job (a gang, all of one job, stays with one engine). No
+routing is needed: the only co-partitioned topic is tasks-admitted.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ PLACEMENT_ROUTE = Route(service="placement", inbox=None, own=("tasks-admitted",)
 
 
 class PlacementShardCore(PlacementCore):
-    """The placement engine of the pools whose admissions land in partition `partition`."""
+    """The placement engine of the jobs whose admissions land in partition `partition`."""
 
     def __init__(self, partition: int, tick_interval: float = 0.05) -> None:
         super().__init__(tick_interval)
@@ -53,8 +55,8 @@ class PlacementShardCore(PlacementCore):
             return []  # another engine's turn
         return super().tick(now)
 
-    def _mine(self, pool: str) -> bool:
-        return partition_for(pool.encode(), self.partitions) == self.partition
+    def _mine(self, job_id: str) -> bool:
+        return partition_for(job_id.encode(), self.partitions) == self.partition
 
     def restore(self, state: dict) -> None:  # type: ignore[type-arg]
         super().restore(state)

@@ -32,6 +32,7 @@ from peloton.bus.metrics import (
     record_entitlement,
     record_pending,
 )
+from peloton.bus.routing import partition_of
 from peloton.model.event import Event
 from peloton.resmgr.domain.cycle import ResourceManager
 
@@ -58,7 +59,8 @@ class ResourceManagerCore:
     ) -> None:
         self.manager = ResourceManager(
             int(entitlement_cycle_s * 1000), preemption_enabled=preemption,
-            preemption_cycles=preemption_cycles, in_pool_preemption=in_pool_preemption)
+            preemption_cycles=preemption_cycles, in_pool_preemption=in_pool_preemption,
+            shard_of_job=partition_of("tasks-admitted"))
         self.preemption_cycles = preemption_cycles
         self.tick_interval: float | None = tick_interval
 

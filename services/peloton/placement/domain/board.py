@@ -107,7 +107,7 @@ class PlacementBoard:
         self._rank: dict[str, int] = {}  # job -> -priority
         self._requests = Requests()
         self._resources: dict[tuple[tuple[str, float], ...], Resources] = {}
-        #: the pools whose runs this engine places (None: every pool). One of several
+        #: the jobs (by id) whose runs this engine places (None: every job). One of several
         #: engines (placement/shard.py) folds every fact, so its host views count the
         #: others' placements, but places only its share of the admitted runs.
         self.share: Callable[[str], bool] | None = None
@@ -291,7 +291,7 @@ class PlacementBoard:
             spec = self._spec_of(key[0], runs[key].config_version)
             if spec is None:  # its JobCreated, JobSpecChanged or admission not read yet
                 self._waiting.add(key[0])
-            elif self.share is not None and not self.share(self.jobs.get(key[0], spec).respool):
+            elif self.share is not None and not self.share(key[0]):
                 continue  # another engine's share
             elif len(known) < _MAX_ROUND:
                 known.append((key, spec))

@@ -21,14 +21,18 @@ Contract of `ResourceManager.tick(now_ms)` (only the leader calls it):
    (`not_before_ms` of its requeue) has passed: each leaf pool's pending gangs are
    admitted within its entitlement (peloton.resmgr.domain.admission); a gang with a
    member still in its backoff waits. Admitted tasks are published as TasksAdmitted, one
-   batch per pool, each run with its `pinned_host` (see ledger.py; null when unpinned)
-   and its `config_version` (a run whose version no fact has said yet is not admitted:
-   it waits for its PENDING change, see ledger.py); tasks left pending get their reason,
-   published as AdmissionDeferred only when it changed. Task-level `revocable` work is
-   admitted against the slack entitlement like a revocable job; `controller` tasks
-   against the controller limit. The revocable cpus divided into slack entitlements are
-   the cpus no non-revocable run holds (`revocable_capacity`), so revocable runs are the
-   first preemption victims when non-revocable work needs those cpus back.
+   batch per pool and shard (`shard_of_job`: the partition of tasks-admitted a job's
+   records land in, so a partitioned job manager or placement engine reads its own jobs'
+   admissions, whatever their pool, in its own partition; None: one batch per pool), each
+   run with its `pinned_host` (see ledger.py; null when unpinned) and its
+   `config_version` (a run whose version no fact has said yet is not admitted: it waits
+   for its PENDING change, see ledger.py); tasks left pending get their reason, published
+   as AdmissionDeferred (batched as TasksAdmitted) only when it changed. Task-level
+   `revocable` work is admitted against the slack entitlement like a revocable job;
+   `controller` tasks against the controller limit. The revocable cpus divided into slack
+   entitlements are the cpus no non-revocable run holds (`revocable_capacity`), so
+   revocable runs are the first preemption victims when non-revocable work needs those
+   cpus back.
 The reservation check for non-preemptible work applies only when preemption is enabled,
 as in Peloton (without preemption, elastic resources lent to such work could never be
 taken back, so admitting it beyond the reservation is the lesser harm).
@@ -155,8 +159,10 @@ class ResourceManager:
         confirm_timeout_ms: int = 10_000,
         unused_admission_ms: int = 60_000,
         retention_ms: int = DEFAULT_RETENTION_MS,
+        shard_of_job: Callable[[str], int] | None = None,
     ) -> None:
         self.ledger = Ledger(retention_ms)
+        self.shard_of_job = shard_of_job
         self.pools = PoolBook()
         self.entitlement_cycle_ms = entitlement_cycle_ms
         self.min_recompute_ms = min_recompute_ms
@@ -591,11 +597,9 @@ class ResourceManager:
                      "pinned_host": entry.pinned_host,
                      "config_version": entry.config_version}
                 )
-        events = [
-            Event("TasksAdmitted", pool, {"at": now_ms, "pool": pool, "tasks": chunk})
-            for pool in sorted(admitted)
-            for chunk in _chunks(admitted[pool])
-        ]
+        events = [Event("TasksAdmitted", chunk[0]["job_id"],
+                        {"at": now_ms, "pool": pool, "tasks": chunk})
+                  for pool, chunk in _batches(admitted, self.shard_of_job)]
         reasons = {**result.pending_reasons, **{g: BACKOFF_REASON for g in waiting}}
         pool_of_gang = {g.gang_id: pool for pool, gangs in queues.items() for g in gangs}
         pool_of_gang.update(waiting)
@@ -706,11 +710,9 @@ class ResourceManager:
                             "reason": reasons[gid],
                         }
                     )
-        return [
-            Event("AdmissionDeferred", pool, {"at": now_ms, "pool": pool, "tasks": chunk})
-            for pool in sorted(by_pool)
-            for chunk in _chunks(by_pool[pool])
-        ]
+        return [Event("AdmissionDeferred", chunk[0]["job_id"],
+                      {"at": now_ms, "pool": pool, "tasks": chunk})
+                for pool, chunk in _batches(by_pool, self.shard_of_job)]
 
     def root_entitlement(self) -> Resources:
         ent = self.entitlements.get(ROOT)
@@ -847,3 +849,18 @@ def _resources(vec: list[int]) -> Resources:
 
 def _chunks(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [items[i : i + _MAX_BATCH] for i in range(0, len(items), _MAX_BATCH)]
+
+
+def _batches(by_pool: dict[str, list[dict[str, Any]]],
+             shard_of_job: Callable[[str], int] | None,
+             ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The batches of runs of a TasksAdmitted or AdmissionDeferred, as (pool, runs): by
+    pool, then by the shard of their job (a batch's runs all of one shard, in their
+    order; its record is keyed by its first run's job), then in chunks."""
+    for pool in sorted(by_pool):
+        shards: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for item in by_pool[pool]:
+            shards[shard_of_job(item["job_id"]) if shard_of_job else 0].append(item)
+        for shard in sorted(shards):
+            for chunk in _chunks(shards[shard]):
+                yield pool, chunk
