@@ -248,6 +248,7 @@ async def stuck_diagnosis(bootstrap: str, out: BurstOutcome, say: Progress) -> d
     if not out.follower.pending_jobs():
         return {}
     found = await diagnose(bootstrap, out.follower)
+    trail = found.get("not_launched_trail")
     say(f"stuck runs: {found['stuck_runs']:,} on {found['hosts']:,} hosts, "
-        f"{found['by_class']}", 0.0)
+        f"{found['by_class']}" + (f"; not launched: {trail['by_step']}" if trail else ""), 0.0)
     return {"stuck_diagnosis": found}

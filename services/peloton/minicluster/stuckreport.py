@@ -18,7 +18,9 @@ one class (`CLASSES`), which says which side lost it:
   the resource manager, placement, the host manager).
 
 `diagnose` returns the counts per class, the hosts the stuck runs are on (a few hosts
-holding them all points at those hosts' agent) and a few runs of each class as samples.
+holding them all points at those hosts' agent) and a few runs of each class as samples;
+for runs `not launched`, also the step their scheduling trail reached
+(`not_launched_trail`, `peloton.minicluster.schedtrail`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from contextlib import aclosing
 from typing import Any
 
 from peloton.minicluster.load import JobFollower, RunHistory, agent_runs, read_to_end
+from peloton.minicluster.schedtrail import read_trails, trail_summary
 from peloton.model.taskstate import ON_HOST, TERMINAL
 
 __all__ = ["CLASSES", "stuck_runs", "classify", "summary", "diagnose", "journal_runs"]
@@ -100,8 +103,12 @@ async def diagnose(bootstrap: str, follower: JobFollower) -> dict[str, Any]:
         return summary({}, {}, {})
     jobs = {job for job, _i, _r in stuck}
     agents = await agent_runs(bootstrap, jobs)
-    return summary(stuck, classify(stuck, agents, await journal_runs(bootstrap, jobs)),
-                   agents)
+    classes = classify(stuck, agents, await journal_runs(bootstrap, jobs))
+    out = summary(stuck, classes, agents)
+    if unlaunched := {key for key, cls in classes.items() if cls == CLASSES[4]}:
+        trails, routing = await read_trails(bootstrap, unlaunched)
+        out["not_launched_trail"] = trail_summary(trails, unlaunched, routing)
+    return out
 
 
 async def journal_runs(bootstrap: str, jobs: set[str]) -> dict[Run, RunHistory]:

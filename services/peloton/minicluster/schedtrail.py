@@ -1,0 +1,128 @@
+"""Where a stuck run that was never launched stopped: its scheduling trail read again.
+
+For the runs `stuckreport` files as `not launched`, the records that carry a run from
+admission to launch are read again from their topics' start: TasksAdmitted
+(tasks-admitted), PlacementMade (placement-made), its parts for the host manager
+(hostmgr-inbox, written only when the host manager is partitioned), PlacementRejected
+(placement-rejected) and TaskLaunchRequested (task-launch-requested). Each run gets the
+step it reached last (`STEPS`), so a wave that hangs before launch says which service held
+its runs:
+
+- `not admitted`: no TasksAdmitted names it (the resource manager);
+- `admitted, not placed`: no PlacementMade (placement);
+- `placed, not routed to a host manager`: a PlacementMade, but no part of it in the host
+  manager's inbox (the host manager's router; only with a partitioned host manager);
+- `placed, host manager silent`: the host manager neither launched nor rejected its
+  newest placement (the host manager's validation);
+- `rejected, not placed again`: its newest placement was rejected and none followed;
+- `launch requested`: the host manager launched it, and the job manager never recorded
+  the launch (the job manager's side).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from peloton.bus.codec import default_codec
+from peloton.minicluster.load import read_to_end
+
+__all__ = ["STEPS", "Trail", "read_trails", "step_of", "trail_summary"]
+
+STEPS = ("not admitted", "admitted, not placed", "placed, not routed to a host manager",
+         "placed, host manager silent", "rejected, not placed again", "launch requested")
+_TOPICS = ("tasks-admitted", "placement-made", "hostmgr-inbox", "placement-rejected",
+           "task-launch-requested")
+_SAMPLES = 5
+
+Run = tuple[str, int, int]
+
+
+@dataclass
+class Trail:
+    """What the scheduling topics hold of one run: (round, host, partition) of each
+    placement, the rounds routed to a host manager, the rejected rounds, launches."""
+
+    admitted: int = 0
+    placed: list[tuple[int, str, int]] = field(default_factory=list)
+    routed: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    launched: int = 0
+
+
+def step_of(trail: Trail | None, routing: bool) -> str:
+    """The last step (`STEPS`) a run reached; `routing`: the host manager is partitioned
+    (its inbox holds parts), so a placement not found there was not routed."""
+    if trail is None or not (trail.admitted or trail.placed or trail.launched):
+        return STEPS[0]
+    if trail.launched:
+        return STEPS[5]
+    if not trail.placed:
+        return STEPS[1]
+    newest = max(r for r, _h, _p in trail.placed)
+    if newest in trail.rejected:
+        return STEPS[4]
+    if routing and newest not in trail.routed:
+        return STEPS[2]
+    return STEPS[3]
+
+
+async def read_trails(bootstrap: str, runs: set[Run]) -> tuple[dict[Run, Trail], bool]:
+    """The trails of `runs`, and whether the host manager's inbox held any part (it is
+    partitioned)."""
+    codec = default_codec()
+    trails: dict[Run, Trail] = {}
+    routing = False
+
+    def trail(job: str, inst: int, run: int) -> Trail | None:
+        key = (job, inst, run)
+        return trails.setdefault(key, Trail()) if key in runs else None
+
+    async with aclosing(read_to_end(bootstrap, _TOPICS)) as records:
+        async for rec in records:
+            for etype, body in codec.decode_each(rec.value):
+                if rec.topic == "hostmgr-inbox":
+                    routing = True
+                _fold(rec.topic, rec.partition, etype, body, trail)
+    return trails, routing
+
+
+def _fold(topic: str, partition: int, etype: str, body: dict[str, Any], trail: Any) -> None:
+    if etype == "TasksAdmitted":
+        for t in body["tasks"]:
+            if (tr := trail(t["job_id"], t["instance"], t["run"])) is not None:
+                tr.admitted += 1
+    elif etype == "PlacementMade":
+        for p in body["placements"]:
+            if (tr := trail(p["job_id"], p["instance"], p["run"])) is not None:
+                if topic == "hostmgr-inbox":
+                    tr.routed.add(body["round"])
+                else:
+                    tr.placed.append((body["round"], p["host"], partition))
+    elif etype == "PlacementRejected" and topic == "placement-rejected":
+        for r in body["rejections"]:
+            if (tr := trail(r["job_id"], r["instance"], r["run"])) is not None:
+                tr.rejected.add(r.get("round", -1))
+    elif etype == "TaskLaunchRequested":
+        for launch in body["launches"]:
+            if (tr := trail(launch["job_id"], launch["instance"], launch["run"])) is not None:
+                tr.launched += 1
+
+
+def trail_summary(trails: dict[Run, Trail], runs: set[Run], routing: bool) -> dict[str, Any]:
+    """Counts per step and a few runs of each, with their placements."""
+    steps = {key: step_of(trails.get(key), routing) for key in runs}
+    samples: dict[str, list[str]] = {}
+    for key in sorted(runs):
+        step = steps[key]
+        if len(samples.setdefault(step, [])) < _SAMPLES:
+            tr = trails.get(key) or Trail()
+            placed = ", ".join(f"round {r} on {h} (placement-made p{p})"
+                               for r, h, p in tr.placed) or "never placed"
+            samples[step].append(f"{key[0]}/{key[1]} run {key[2]}: admitted "
+                                 f"{tr.admitted}x; {placed}; routed {sorted(tr.routed)}; "
+                                 f"rejected {sorted(tr.rejected)}")
+    counts = Counter(steps.values())
+    return {"by_step": {s: counts[s] for s in STEPS if counts[s]}, "samples": samples}
