@@ -32,8 +32,10 @@ from hostmgr_helpers import (
     tick,
 )
 from hypothesis import HealthCheck, given, settings
+from prometheus_client import REGISTRY
 
-from peloton.hostmgr.domain.hosts import HostBook
+from peloton.hostmgr.domain.hosts import HostBook, refusal_class
+from peloton.hostmgr.service import HostManagerCore
 from peloton.model.resources import EPSILON, Resources
 
 # ------------------------------------------------------------------ validation
@@ -90,7 +92,26 @@ def test_placement_validation(name: str, setup: Callable[[HostBook], None], p: B
         assert launched(out) == []
         assert rejections(out) == [(p["job_id"], p["instance"], reason)]
         assert of(out, "PlacementRejected")[0].body["rejections"][0]["host"] == p["host"]
+        assert refusal_class(reason) != "other"  # every refusal has a metric class
     assert book.pending == {}
+
+
+def test_the_service_counts_refusals_by_class() -> None:
+    """`peloton_hostmgr_placements_refused_total{reason}`: one per refused placement."""
+    def count(cls: str) -> float:
+        return REGISTRY.get_sample_value("peloton_hostmgr_placements_refused_total",
+                                         {"reason": cls}) or 0.0
+
+    core = HostManagerCore()
+    core.book = book_with("h1", "h2")
+    before = count("no longer fits"), count("host restarted")
+    core.book.fold("PlacementMade", placement_made(
+        placement("j1", 0, "h1", cpu=5), placement("j1", 1, "h2", cpu=5),
+        placement("j1", 2, "h1", incarnation="inc-0"), placement("j1", 3, "h2")),
+        received_ms=100)
+    out = core.tick(100)
+    assert len(rejections(out)) == 3 and len(launched(out)) == 1
+    assert (count("no longer fits"), count("host restarted")) == (before[0] + 2, before[1] + 1)
 
 
 def test_a_launch_carries_the_task_spec_and_its_ports() -> None:

@@ -42,7 +42,7 @@ __all__ = [
     "EVENTS_CONSUMED", "EVENTS_PUBLISHED", "HANDLER_SECONDS", "CONSUMER_LAG",
     "RESMGR_CYCLE_SECONDS", "PLACEMENT_ROUND_SECONDS", "POOL_ENTITLEMENT",
     "POOL_ALLOCATION", "PENDING_TASKS", "LEADER", "SNAPSHOT_AGE_SECONDS",
-    "HOSTS_SILENCE_HELD", "PUBLISH_REFUSED", "GaugeFamily",
+    "HOSTS_SILENCE_HELD", "PLACEMENTS_REFUSED", "PUBLISH_REFUSED", "GaugeFamily",
     "service_label", "reason_class", "resource_samples", "count_published",
     "record_entitlement", "record_pending",
 ]
@@ -101,6 +101,12 @@ HOSTS_SILENCE_HELD = Gauge(
     "silent at once, so that it declares them lost only after longer (a lag of its own is "
     "likelier than a mass failure; hostmgr/domain/silence.py); 0 when no mass silence "
     "holds. Summed over the process's shards.")
+PLACEMENTS_REFUSED = Counter(
+    "peloton_hostmgr_placements_refused_total",
+    "Placements the host manager refused (PlacementRejected), by reason class "
+    "(hostmgr/domain/hosts.py REFUSAL_CLASSES): how often placement rounds met stale "
+    "offers or collided with other engines' rounds.",
+    ["reason"])
 PUBLISH_REFUSED = Counter(
     "peloton_publish_refused_total",
     "Batches of decided events the broker refused: retriable=true ones are decided again "

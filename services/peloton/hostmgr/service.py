@@ -9,10 +9,10 @@ from functools import cache
 from typing import Any
 
 from peloton.bus.catalog import topic
-from peloton.bus.metrics import HOSTS_SILENCE_HELD
+from peloton.bus.metrics import HOSTS_SILENCE_HELD, PLACEMENTS_REFUSED
 from peloton.bus.routing import partition_for
 from peloton.hostmgr.domain import maintenance, snapshot
-from peloton.hostmgr.domain.hosts import HostBook, acts_on
+from peloton.hostmgr.domain.hosts import HostBook, acts_on, refusal_class
 from peloton.hostmgr.domain.silence import SilenceGuard, ZoneOf
 from peloton.model.event import Event
 
@@ -96,6 +96,10 @@ class HostManagerCore:
 
     def tick(self, now: int) -> list[Event]:
         events = self.book.tick(now)
+        for ev in events:
+            if ev.type == "PlacementRejected":
+                for r in ev.body["rejections"]:
+                    PLACEMENTS_REFUSED.labels(refusal_class(r["reason"])).inc()
         if self.book.stalled_ms is not None:
             log.warning("hostmgr: no tick for %.1fs (longer than the heartbeat timeout, "
                         "%.0fs): this host manager was stalled, so no host is declared lost "

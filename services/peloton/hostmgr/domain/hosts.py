@@ -160,6 +160,20 @@ def acts_on(event_type: str, value: bytes) -> bool:
     return event_type != "TaskStateChanged" or any(s in value for s in _ACTED_ON_BYTES)
 
 
+#: what a refusal's reason says (`HostBook._problem`, `maintenance.blocked_reason`), as a
+#: bounded class for metrics: the first class whose words the reason holds
+REFUSAL_CLASSES = (("no longer fits", "no longer fits"), ("ports ", "ports taken"),
+                   ("for maintenance", "maintenance"), ("restarted", "host restarted"),
+                   ("never registered", "incarnation unknown"), ("is lost", "host lost"),
+                   ("unknown host", "unknown host"), ("unknown job", "unknown job"),
+                   ("unknown config version", "unknown config version"))
+
+
+def refusal_class(reason: str) -> str:
+    """The class of a placement refusal's reason (`REFUSAL_CLASSES`; "other")."""
+    return next((cls for words, cls in REFUSAL_CLASSES if words in reason), "other")
+
+
 def _killed_for_good(ch: Body) -> bool:
     """Whether a TaskStateChanged change kills its task for good (a kill requested of the
     job manager, not the end of a preemption, after which the task runs again)."""
