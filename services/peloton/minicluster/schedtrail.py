@@ -22,6 +22,7 @@ its runs:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,7 +90,8 @@ async def read_trails(bootstrap: str, runs: set[Run]) -> tuple[dict[Run, Trail],
     return trails, routing
 
 
-def _fold(topic: str, partition: int, etype: str, body: dict[str, Any], trail: Any) -> None:
+def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
+          trail: Callable[[str, int, int], Trail | None]) -> None:
     if etype == "TasksAdmitted":
         for t in body["tasks"]:
             if (tr := trail(t["job_id"], t["instance"], t["run"])) is not None:

@@ -27,7 +27,7 @@ routing is needed: the only co-partitioned topic is tasks-admitted.
 from __future__ import annotations
 
 from peloton.bus.catalog import topic
-from peloton.bus.routing import Route, partition_for
+from peloton.bus.routing import Route, partition_of
 from peloton.model.event import Event
 from peloton.placement.service import PlacementCore
 
@@ -45,6 +45,7 @@ class PlacementShardCore(PlacementCore):
         super().__init__(tick_interval)
         self.partition = partition
         self.partitions = topic("tasks-admitted").partitions
+        self._partition_of = partition_of("tasks-admitted")  # as the resource manager's
         self.board.share = self._mine
 
     def tick_wanted(self) -> bool:
@@ -56,7 +57,7 @@ class PlacementShardCore(PlacementCore):
         return super().tick(now)
 
     def _mine(self, job_id: str) -> bool:
-        return partition_for(job_id.encode(), self.partitions) == self.partition
+        return self._partition_of(job_id) == self.partition
 
     def restore(self, state: dict) -> None:  # type: ignore[type-arg]
         super().restore(state)
