@@ -302,9 +302,12 @@ def test_ends_learned_from_a_reconciliation_are_counted_and_named_in_the_summary
          "reason": "running (reconciliation)"},  # not an end
         {"instance": 1, "run": 1, "state": "SUCCEEDED", "host": "h1",
          "reason": "exit code 0"}]})
-    assert follower.recovered == 1
-    rows = [_row("small 10%", 10_000, 1.0, ends_recovered_by_reconciliation=1),
+    assert follower.recovered_runs == {("j", 0, 1)} and follower.recovered == 1
+    trail = {"by_step": {"routed, not recorded": 1}, "inbox_offsets": {}, "samples": {}}
+    rows = [_row("small 10%", 10_000, 1.0, ends_recovered_by_reconciliation=1,
+                 recovered_ends_trail=trail),
             _row("small 100%", 100_000, 1.0, ends_recovered_by_reconciliation=0)]
     summary = summarize(rows)
-    assert summary["ends recovered by reconciliation (small 10%)"] == 1
+    assert summary["ends recovered by reconciliation (small 10%)"] == (
+        "1; first reports: {'routed, not recorded': 1}")
     assert "ends recovered by reconciliation (small 100%)" not in summary

@@ -4,17 +4,14 @@ read again (pure steps; then `diagnose` over a real broker)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import event_bodies as eb
 import pytest
-from aiokafka import AIOKafkaProducer
+from broker_topics import commit_ends, publish_events
 
-from peloton.bus.codec import default_codec
-from peloton.bus.devbroker import producer_settings
 from peloton.bus.faustapp import ensure_topics
 from peloton.minicluster.load import JobFollower, RunHistory
-from peloton.minicluster.schedtrail import STEPS, Trail, step_of
+from peloton.minicluster.schedtrail import GROUP, STEPS, Trail, step_of
 from peloton.minicluster.stuckreport import CLASSES, diagnose
 
 
@@ -36,17 +33,6 @@ def test_each_step_is_the_last_one_the_trail_shows() -> None:
                    routing=True) == STEPS[5]
 
 
-async def _publish(broker: str, records: list[tuple[str, str, dict[str, Any], str]]) -> None:
-    codec = default_codec()
-    producer = AIOKafkaProducer(bootstrap_servers=broker, **producer_settings())  # type: ignore[arg-type]
-    await producer.start()
-    try:
-        for topic, etype, body, key in records:
-            await producer.send_and_wait(topic, codec.encode(etype, body), key.encode())
-    finally:
-        await producer.stop()
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(60)
 def test_diagnose_says_where_each_unlaunched_run_stopped(fresh_broker: str) -> None:
@@ -54,7 +40,7 @@ def test_diagnose_says_where_each_unlaunched_run_stopped(fresh_broker: str) -> N
     asyncio.run(ensure_topics(broker))
     made = {job: eb.placement_made(eb.placement(job, 0, "h1"), round_=7)
             for job in ("silent", "unrouted", "rejected", "launched")}
-    asyncio.run(_publish(broker, [
+    asyncio.run(publish_events(broker, [
         *[("tasks-admitted", "TasksAdmitted", eb.tasks_admitted(job, 0), job)
           for job in ("waiting", "silent", "unrouted", "rejected", "launched")],
         *[("placement-made", "PlacementMade", made[job], "7") for job in made],
@@ -71,9 +57,12 @@ def test_diagnose_says_where_each_unlaunched_run_stopped(fresh_broker: str) -> N
     for job in jobs:  # the job manager's newest states, as the follower saw them
         state = "PENDING" if job in ("never", "waiting") else "PLACED"
         follower.runs[(job, 0, 1)] = RunHistory([(10, state, "h1")])
+    asyncio.run(commit_ends(broker, GROUP, "hostmgr-inbox"))  # the shards took it all
     found = asyncio.run(diagnose(broker, follower))
     assert found["by_class"] == {CLASSES[4]: 6}
     trail = found["not_launched_trail"]
     assert trail["by_step"] == {step: 1 for step in STEPS}
+    # "silent"'s part was taken (committed past), "unrouted"'s placement never was
+    assert trail["committed_past"] == {STEPS[2]: 0, STEPS[3]: 1}
     (unrouted,) = trail["samples"][STEPS[2]]
     assert unrouted.startswith("unrouted/0 run 1: admitted 1x; round 7 on h1")

@@ -7,10 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from broker_topics import publish_events
 
-from peloton.bus.codec import default_codec
-from peloton.bus.devbroker import producer_settings
 from peloton.bus.faustapp import ensure_topics
 from peloton.minicluster.load import JobFollower, RunHistory
 from peloton.minicluster.stuckreport import CLASSES, diagnose
@@ -30,34 +28,28 @@ def _status(job: str, state: str) -> dict[str, Any]:
             "message": "", "sandbox": "", "health": ""}
 
 
-async def _publish(broker: str) -> None:
-    codec = default_codec()
-    producer = AIOKafkaProducer(bootstrap_servers=broker, **producer_settings())  # type: ignore[arg-type]
-    await producer.start()
-    try:
-        for job, states in (("missed", ("RUNNING", "SUCCEEDED")), ("dropped", ("RUNNING",)),
-                            ("silent", ("RUNNING",))):
-            for at, (state, prev) in enumerate(zip(states, ("LAUNCHED", *states[:-1]),
-                                                   strict=True)):
-                body = {"job_id": job, "at": 10 + at, "changes": [_change(state, prev, "h1")],
-                        "more": []}
-                await producer.send_and_wait("job-events", codec.encode("TaskStateChanged",
-                                                                          body), job.encode())
-        for job, states in (("missed", ("RUNNING", "SUCCEEDED")),
-                            ("dropped", ("RUNNING", "SUCCEEDED")), ("silent", ("RUNNING",))):
-            body = {"host": "h1", "incarnation": "i1", "at": 11,
-                    "statuses": [_status(job, s) for s in states]}
-            await producer.send_and_wait("task-status-reported",
-                                         codec.encode("TaskStatusReported", body), b"h1")
-    finally:
-        await producer.stop()
+def _records() -> list[tuple[str, str, dict[str, Any], str]]:
+    out: list[tuple[str, str, dict[str, Any], str]] = []
+    for job, states in (("missed", ("RUNNING", "SUCCEEDED")), ("dropped", ("RUNNING",)),
+                        ("silent", ("RUNNING",))):
+        for at, (state, prev) in enumerate(zip(states, ("LAUNCHED", *states[:-1]),
+                                               strict=True)):
+            out.append(("job-events", "TaskStateChanged", {
+                "job_id": job, "at": 10 + at, "changes": [_change(state, prev, "h1")],
+                "more": []}, job))
+    for job, states in (("missed", ("RUNNING", "SUCCEEDED")),
+                        ("dropped", ("RUNNING", "SUCCEEDED")), ("silent", ("RUNNING",))):
+        out.append(("task-status-reported", "TaskStatusReported", {
+            "host": "h1", "incarnation": "i1", "at": 11,
+            "statuses": [_status(job, s) for s in states]}, "h1"))
+    return out
 
 
 def test_each_stuck_run_is_put_on_the_side_that_lost_its_end(
         fresh_broker: str) -> None:
     broker = fresh_broker
     asyncio.run(ensure_topics(broker))
-    asyncio.run(_publish(broker))
+    asyncio.run(publish_events(broker, _records()))
     # a follower that saw every run RUNNING and no end (it missed "missed"'s end)
     follower = JobFollower(broker)
     follower.want({"missed": 1, "dropped": 1, "silent": 1})

@@ -1,9 +1,16 @@
-"""A topic of a test's own on a real broker (the catalog's come from `ensure_topics`);
-shared by the bus and minicluster tests (tests/model is on pytest's pythonpath)."""
+"""A topic of a test's own on a real broker (the catalog's come from `ensure_topics`), and
+events written to topics as a service would; shared by the bus and minicluster tests
+(tests/model is on pytest's pythonpath)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from peloton.bus.codec import default_codec
+from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -13,3 +20,32 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         await admin.close()
+
+
+async def publish_events(bootstrap: str,
+                         records: list[tuple[str, str, dict[str, Any], str]]) -> None:
+    """Write (topic, event type, body, key) records, in order, each acknowledged."""
+    codec = default_codec()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **producer_settings())  # type: ignore[arg-type]
+    await producer.start()
+    try:
+        for topic, etype, body, key in records:
+            await producer.send_and_wait(topic, codec.encode(etype, body), key.encode())
+    finally:
+        await producer.stop()
+
+
+async def commit_ends(bootstrap: str, group: str, topic: str) -> None:
+    """Commit, as consumer group `group`, the end of every partition of `topic` that holds
+    records (what a service that took all of them would have committed)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False, **consumer_settings())  # type: ignore[arg-type]
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p)
+                 for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(parts)
+        ends = await log_end_offsets(consumer, parts)
+        await consumer.commit({tp: end for tp, end in ends.items() if end})
+    finally:
+        await consumer.stop()

@@ -179,6 +179,11 @@ class _Consumer(kafka_driver.Consumer):  # type: ignore[misc]
             if last is not None and offset < last:
                 continue  # before what was read already (a seek back)
             if last and offset - last > 1 and conductor.acks_enabled_for(tp.topic):
+                # our topics are neither compacted nor transactional: a gap is records
+                # the fetch passed over, which the commit will count as done
+                log.warning("%s[%d]: offsets jumped from %d to %d: %d records never "
+                            "delivered are taken as done", tp.topic, tp.partition, last,
+                            offset, offset - last - 1)
                 await self._add_gap(tp, last + 1, offset)
             if self._commit_every is not None and self._n_acked >= self._commit_every:
                 self._n_acked = 0

@@ -40,6 +40,7 @@ from typing import Any
 
 from peloton.bus import gcpolicy
 from peloton.minicluster.cluster import Cluster, Layout, down, up
+from peloton.minicluster.endtrail import end_trail_summary, read_end_trails
 from peloton.minicluster.fleet import start_fleets
 from peloton.minicluster.load import JobFollower, percentile, submit_jobs, wait_offers
 from peloton.minicluster.stuckreport import diagnose
@@ -244,11 +245,23 @@ def burst(jobs: int = 5_000, hosts: int = 50, agent_processes: int = 2, min_task
 
 async def stuck_diagnosis(bootstrap: str, out: BurstOutcome, say: Progress) -> dict[str, Any]:
     """`{"stuck_diagnosis": ...}` (`stuckreport.diagnose`) when jobs of the burst did not
-    end, said as progress too; `{}` when every job ended. Call it before the teardown."""
+    end, and `{"recovered_ends_trail": ...}` (`endtrail`) when ends came back by
+    reconciliation, each said as progress too; `{}` when every job ended unaided. Call it
+    before the teardown."""
+    found: dict[str, Any] = {}
+    if recovered := out.follower.recovered_runs:
+        ends = found["recovered_ends_trail"] = end_trail_summary(
+            await read_end_trails(bootstrap, recovered), recovered)
+        say(f"ends recovered by reconciliation: {len(recovered):,}, first reports "
+            f"{ends['by_step']}, of which committed past {ends['committed_past']}"
+            + (f", inbox offsets {ends['inbox_offsets']}" if ends["inbox_offsets"] else ""),
+            0.0)
     if not out.follower.pending_jobs():
-        return {}
-    found = await diagnose(bootstrap, out.follower)
-    trail = found.get("not_launched_trail")
-    say(f"stuck runs: {found['stuck_runs']:,} on {found['hosts']:,} hosts, "
-        f"{found['by_class']}" + (f"; not launched: {trail['by_step']}" if trail else ""), 0.0)
-    return {"stuck_diagnosis": found}
+        return found
+    stuck = await diagnose(bootstrap, out.follower)
+    trail = stuck.get("not_launched_trail")
+    say(f"stuck runs: {stuck['stuck_runs']:,} on {stuck['hosts']:,} hosts, "
+        f"{stuck['by_class']}" + (f"; not launched: {trail['by_step']}, of which the host "
+                                  f"manager committed past {trail['committed_past']}"
+                                  if trail else ""), 0.0)
+    return {**found, "stuck_diagnosis": stuck}

@@ -30,7 +30,7 @@ from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_s
 from peloton.model.taskstate import ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
 
 __all__ = ["job_body", "submit_jobs", "JobFollower", "RunHistory", "on_host_overlaps",
-           "agent_runs", "read_to_end", "wait_offers", "percentile"]
+           "agent_runs", "read_to_end", "committed_offsets", "wait_offers", "percentile"]
 
 #: the job-events types a `JobFollower` folds; the others are skipped undecoded
 _FOLDED = frozenset({"JobStateChanged", "JobRejected", "TaskStateChanged"})
@@ -109,9 +109,9 @@ class JobFollower:
         self.job_state: dict[str, str] = {}
         self.rejected: dict[str, str] = {}
         self.runs: dict[tuple[str, int, int], RunHistory] = {}
-        #: run ends the job manager learned from an agent's answer to its reconciliation
-        #: (the first report of the end was lost on its way)
-        self.recovered = 0
+        #: the runs whose end the job manager learned from an agent's answer to its
+        #: reconciliation (the first report of the end was lost on its way)
+        self.recovered_runs: set[tuple[str, int, int]] = set()
         self.instances: dict[str, int] = {}
         self._consumer: AIOKafkaConsumer | None = None
 
@@ -175,7 +175,12 @@ class JobFollower:
                 self.runs.setdefault(key, RunHistory()).changes.append(
                     (body["at"], ch["state"], ch.get("host")))
                 if ch["state"] in TERMINAL and "reconciliation)" in (ch.get("reason") or ""):
-                    self.recovered += 1
+                    self.recovered_runs.add(key)
+
+    @property
+    def recovered(self) -> int:
+        """How many runs' ends came back by reconciliation."""
+        return len(self.recovered_runs)
 
     def terminal_jobs(self) -> set[str]:
         ended = {j for j, s in self.job_state.items() if s in TERMINAL_JOB}
@@ -303,6 +308,24 @@ async def read_to_end(bootstrap: str,
                         yield rec
                 if records and records[-1].offset + 1 >= ends[tp]:
                     left.discard(tp)
+    finally:
+        await consumer.stop()
+
+
+async def committed_offsets(bootstrap: str, group: str, partitions: set[tuple[str, int]],
+                            ) -> dict[tuple[str, int], int]:
+    """The offsets `group` has committed on `partitions` (those it committed nothing on
+    are left out), read as a client outside the group."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False, **consumer_settings())  # type: ignore[arg-type]
+    await consumer.start()
+    try:
+        out = {}
+        for tp in sorted(partitions):
+            offset = await consumer.committed(TopicPartition(*tp))
+            if offset is not None:
+                out[tp] = offset
+        return out
     finally:
         await consumer.stop()
 

@@ -283,8 +283,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out[f"tasks_per_s, {row['tasks']:,} small-job tasks at once"] = row["tasks_per_s"]
     for row in rows:  # any wave that did not finish (the plan stops after it)
         if row.get("ends_recovered_by_reconciliation"):
+            where = row.get("recovered_ends_trail", {}).get("by_step")
             out[f"ends recovered by reconciliation ({row['wave']})"] = (
-                row["ends_recovered_by_reconciliation"])
+                f"{row['ends_recovered_by_reconciliation']:,}"
+                + (f"; first reports: {where}" if where else ""))
         if row["jobs_not_terminal"]:
             lost = row.get("stuck_diagnosis", {}).get("by_class")
             out[f"jobs not terminal ({row['wave']})"] = (
@@ -323,7 +325,7 @@ def _wave_row(wave: Wave, sizes: list[int], rate: float, fig: dict[str, Any],
             "ends_recovered_by_reconciliation": fig["ends_recovered_by_reconciliation"],
             "stuck_task_states": fig["stuck_task_states"],
             "stopped_because": fig["stopped_because"], "wall_s": fig["wall_s"],
-            **({"stuck_diagnosis": fig["stuck_diagnosis"]} if "stuck_diagnosis" in fig else {}),
+            **{k: fig[k] for k in ("stuck_diagnosis", "recovered_ends_trail") if k in fig},
             "records": records, "records_per_task": round(records / max(1, sum(sizes)), 3),
             "cpu_s_per_1000_tasks": cpu}
 

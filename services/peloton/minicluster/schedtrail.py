@@ -17,6 +17,12 @@ its runs:
 - `rejected, not placed again`: its newest placement was rejected and none followed;
 - `launch requested`: the host manager launched it, and the job manager never recorded
   the launch (the job manager's side).
+
+For the two steps where the host manager holds the run, `committed_past` counts the runs
+whose newest placement record lies below the offset the host manager's consumer group
+(`peloton-hostmgr`) has committed on its topic (placement-made for its router;
+hostmgr-inbox, or placement-made with one host manager, for the deciding side): those it
+took and counted as done without acting on them; the others it never took.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from peloton.bus.codec import default_codec
-from peloton.minicluster.load import read_to_end
+from peloton.minicluster.load import committed_offsets, read_to_end
 
 __all__ = ["STEPS", "Trail", "read_trails", "step_of", "trail_summary"]
 
@@ -37,6 +43,7 @@ STEPS = ("not admitted", "admitted, not placed", "placed, not routed to a host m
 _TOPICS = ("tasks-admitted", "placement-made", "hostmgr-inbox", "placement-rejected",
            "task-launch-requested")
 _SAMPLES = 5
+GROUP = "peloton-hostmgr"
 
 Run = tuple[str, int, int]
 
@@ -49,6 +56,9 @@ class Trail:
     admitted: int = 0
     placed: list[tuple[int, str, int]] = field(default_factory=list)
     routed: set[int] = field(default_factory=set)
+    #: round -> (topic, partition, offset) of its PlacementMade for the host manager: on
+    #: placement-made, then (routed) its part on hostmgr-inbox
+    records: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     rejected: set[int] = field(default_factory=set)
     launched: int = 0
 
@@ -70,9 +80,11 @@ def step_of(trail: Trail | None, routing: bool) -> str:
     return STEPS[3]
 
 
-async def read_trails(bootstrap: str, runs: set[Run]) -> tuple[dict[Run, Trail], bool]:
-    """The trails of `runs`, and whether the host manager's inbox held any part (it is
-    partitioned)."""
+async def read_trails(bootstrap: str, runs: set[Run],
+                      ) -> tuple[dict[Run, Trail], bool, dict[tuple[str, int], int]]:
+    """The trails of `runs`, whether the host manager's inbox held any part (it is
+    partitioned), and the host manager's group's committed offsets of the placement
+    topics."""
     codec = default_codec()
     trails: dict[Run, Trail] = {}
     routing = False
@@ -86,12 +98,14 @@ async def read_trails(bootstrap: str, runs: set[Run]) -> tuple[dict[Run, Trail],
             for etype, body in codec.decode_each(rec.value):
                 if rec.topic == "hostmgr-inbox":
                     routing = True
-                _fold(rec.topic, rec.partition, etype, body, trail)
-    return trails, routing
+                _fold(rec.topic, rec.partition, etype, body, trail, rec.offset)
+    placements = {(t, p) for tr in trails.values() for recs in tr.records.values()
+                  for t, p, _o in recs}
+    return trails, routing, await committed_offsets(bootstrap, GROUP, placements)
 
 
 def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
-          trail: Callable[[str, int, int], Trail | None]) -> None:
+          trail: Callable[[str, int, int], Trail | None], offset: int = -1) -> None:
     if etype == "TasksAdmitted":
         for t in body["tasks"]:
             if (tr := trail(t["job_id"], t["instance"], t["run"])) is not None:
@@ -99,6 +113,7 @@ def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
     elif etype == "PlacementMade":
         for p in body["placements"]:
             if (tr := trail(p["job_id"], p["instance"], p["run"])) is not None:
+                tr.records.setdefault(body["round"], []).append((topic, partition, offset))
                 if topic == "hostmgr-inbox":
                     tr.routed.add(body["round"])
                 else:
@@ -113,18 +128,37 @@ def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
                 tr.launched += 1
 
 
-def trail_summary(trails: dict[Run, Trail], runs: set[Run], routing: bool) -> dict[str, Any]:
-    """Counts per step and a few runs of each, with their placements."""
+def trail_summary(trails: dict[Run, Trail], runs: set[Run], routing: bool,
+                  committed: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
+    """Counts per step, how many of the host manager's steps' runs its group committed
+    past (module doc), and a few runs of each, with their placements."""
     steps = {key: step_of(trails.get(key), routing) for key in runs}
     samples: dict[str, list[str]] = {}
+    past: Counter[str] = Counter()
     for key in sorted(runs):
         step = steps[key]
+        tr = trails.get(key) or Trail()
+        if step in (STEPS[2], STEPS[3]) and _committed_past(tr, step, committed or {}):
+            past[step] += 1
         if len(samples.setdefault(step, [])) < _SAMPLES:
-            tr = trails.get(key) or Trail()
             placed = ", ".join(f"round {r} on {h} (placement-made p{p})"
                                for r, h, p in tr.placed) or "never placed"
             samples[step].append(f"{key[0]}/{key[1]} run {key[2]}: admitted "
                                  f"{tr.admitted}x; {placed}; routed {sorted(tr.routed)}; "
                                  f"rejected {sorted(tr.rejected)}")
     counts = Counter(steps.values())
-    return {"by_step": {s: counts[s] for s in STEPS if counts[s]}, "samples": samples}
+    return {"by_step": {s: counts[s] for s in STEPS if counts[s]},
+            "committed_past": {s: past[s] for s in (STEPS[2], STEPS[3]) if counts[s]},
+            "samples": samples}
+
+
+def _committed_past(tr: Trail, step: str, committed: dict[tuple[str, int], int]) -> bool:
+    """Whether the host manager's group committed past the newest placement's record on
+    the topic the step names (placement-made for its router, else the record it decides
+    from: its inbox's part, or placement-made itself with one host manager)."""
+    newest = max(r for r, _h, _p in tr.placed)
+    records = tr.records.get(newest, [])
+    inbox = [r for r in records if r[0] == "hostmgr-inbox"]
+    looked = inbox if step == STEPS[3] and inbox else [r for r in records
+                                                       if r[0] == "placement-made"]
+    return any(off < committed.get((t, p), 0) for t, p, off in looked)
