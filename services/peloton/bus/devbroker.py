@@ -29,7 +29,8 @@ Measured gaps (README, "The dev broker and production"):
   broker no topic is compacted or transactional, so every consumer here stops at a jump
   and fetches again from the missing offset (`_Contiguous`, installed with the fetch
   wait below), and takes the jump only once it has lasted `GAP_ACCEPT_S` (with a
-  warning). Apache Kafka never shows an uncommitted offset to a consumer.
+  warning). Apache Kafka serves a consumer only offsets below the partition's high
+  watermark, every one of them readable.
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
   so nothing here relies on them.
