@@ -12,7 +12,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from broker_topics import produce
 from bus_samples import SCHEMA_DIR, load, sample
 
 from peloton.bus.catalog import topic
@@ -120,16 +121,6 @@ class DiscardingCore(AnswerCore):
 
 def driver_for(broker: str, core: AnswerCore, **kw: Any) -> CoreDriver:
     return CoreDriver("jobmgr", core, broker, default_codec(), **kw)
-
-
-async def produce(broker: str, records: list[tuple[str, bytes, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=broker, enable_idempotence=False, acks=1)
-    await producer.start()
-    try:
-        for t, k, v in records:
-            await producer.send_and_wait(t, value=v, key=k)
-    finally:
-        await producer.stop()
 
 
 async def submit(broker: str, job_ids: list[str]) -> None:

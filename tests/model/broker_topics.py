@@ -22,17 +22,23 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         await admin.close()
 
 
-async def publish_events(bootstrap: str,
-                         records: list[tuple[str, str, dict[str, Any], str]]) -> None:
-    """Write (topic, event type, body, key) records, in order, each acknowledged."""
-    codec = default_codec()
+async def produce(bootstrap: str, records: list[tuple[str, bytes, bytes]]) -> None:
+    """Write raw (topic, key, value) records, in order, each acknowledged."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **producer_settings())  # type: ignore[arg-type]
     await producer.start()
     try:
-        for topic, etype, body, key in records:
-            await producer.send_and_wait(topic, codec.encode(etype, body), key.encode())
+        for topic, key, value in records:
+            await producer.send_and_wait(topic, value=value, key=key)
     finally:
         await producer.stop()
+
+
+async def publish_events(bootstrap: str,
+                         records: list[tuple[str, str, dict[str, Any], str]]) -> None:
+    """Write (topic, event type, body, key) records, encoded, in order, each acknowledged."""
+    codec = default_codec()
+    await produce(bootstrap, [(topic, key.encode(), codec.encode(etype, body))
+                              for topic, etype, body, key in records])
 
 
 async def commit_ends(bootstrap: str, group: str, topic: str) -> None:
