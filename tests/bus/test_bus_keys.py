@@ -43,7 +43,7 @@ def test_a_sample_of_every_event_passes_the_check(event: str) -> None:
 
 def test_keys_follow_the_declared_fields() -> None:
     assert key_of("TaskLaunchRequested", {"host": "h1"}) == "h1"
-    assert key_of("PlacementMade", {"round": 7}) == "7"
+    assert key_of("PlacementMade", {"round": 7, "placements": [{"job_id": "j4"}]}) == "j4"
     assert key_of("ResourcePoolCreated", {"pool": {"path": "/a/b"}}) == "/a/b"
     assert key_of("OfferReceived", {"offers": []}) == "offers"
     tasks = [{"job_id": "j2", "instance": 0}, {"job_id": "j9", "instance": 1}]

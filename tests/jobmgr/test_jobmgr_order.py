@@ -158,7 +158,7 @@ def test_a_placement_of_a_newer_round_replaces_the_one_the_run_holds() -> None:
 def test_a_placement_of_an_older_round_read_late_is_stale() -> None:
     jm = submitted()
     admit(jm)
-    place(jm, "h2", round_=2)  # placement-made is keyed by round: round 1 may come later
+    place(jm, "h2", round_=2)  # after a failover or a handover round 1 may come later
     assert place(jm, "h1", round_=1) == []
     assert reject(jm, "h1", round_=1) == []
     assert jm.states("j") == ["PLACED"] and jm.task("j", 0).host == "h2"
@@ -208,6 +208,7 @@ def task_history(draw: st.DrawFn, job_id: str, instance: int,
     placements = draw(st.integers(0, 3))
     for k in range(placements):
         round_, host = next(rounds), draw(st.sampled_from(HOSTS))
+        # spread over queues by round (more orders than a job's one partition allows)
         facts.append(Fact(("placement-made", str(round_ % 4)), "PlacementMade",
                           placement_made(placement(job_id, instance, host), round_=round_)))
         end = (S.PLACED, host)

@@ -96,10 +96,11 @@ def test_copy_record_renames_the_job_moves_times_and_rounds() -> None:
     assert rec.body["launches"][0]["job_id"] == "tmpl"  # the template is left alone
 
 
-def test_copy_record_keeps_no_round_and_moves_round_keys() -> None:
-    made = Captured("placement-made", "4", 0, "PlacementMade", {"at": 0, "round": 4,
+def test_copy_record_keeps_no_round_and_renames_job_keys() -> None:
+    made = Captured("placement-made", "t", 0, "PlacementMade", {"at": 0, "round": 4,
                                                                 "placements": []})
-    assert copy_record(made, "t", "u", 0, 100)[0] == "104"
+    assert copy_record(made, "t", "u", 0, 100) == ("u", {"at": 0, "round": 104,
+                                                         "placements": []})
     changed = Captured("job-events", "t", 0, "TaskStateChanged", {"job_id": "t", "at": 0,
                        "changes": [{"instance": 0, "run": 1, "round": -1}]})
     key, body = copy_record(changed, "t", "u", 0, 100)

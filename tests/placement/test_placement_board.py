@@ -57,7 +57,7 @@ def test_a_round_places_admitted_runs_with_their_spec_and_the_hosts_incarnation(
     board = board_with(offer("h1", cpu=4, incarnation="inc-7"), ports=("http",), cpu=1.5)
     admit(board, "j1", 0)
     (ev,) = board.next_round(42)
-    assert ev.type == "PlacementMade" and ev.key == "42"  # rounds: at least now_ms
+    assert ev.type == "PlacementMade" and ev.key == "j1"  # keyed by its job
     (p,) = ev.body["placements"]
     assert ev.body["at"] == 42 and ev.body["round"] == 42
     assert p["host"] == "h1" and p["incarnation"] == "inc-7" and (p["instance"], p["run"]) == (0, 1)

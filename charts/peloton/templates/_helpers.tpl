@@ -53,7 +53,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "peloton.partitionedServices" -}}
 jobmgr:
   topics: [job-submitted, job-kill-requested, job-update-requested, job-events, tasks-admitted,
-           jobmgr-inbox]
+           placement-made, jobmgr-inbox]
   defaultPartitions: 4
 hostmgr:
   topics: [host-registered, task-status-reported, task-launch-requested,

@@ -91,8 +91,12 @@ TOPICS: tuple[Topic, ...] = (
     Topic("entitlement-updated", "cluster", 1, ("EntitlementUpdated",),
           doc="resmgr entitlement cycles",
           keys={"EntitlementUpdated": Batch("cluster", "one cycle covers every pool")}),
-    Topic("placement-made", "round", 4, ("PlacementMade", "PlacementFailed"),
-          doc="placement engine rounds"),
+    Topic("placement-made", "job_id", 4, ("PlacementMade", "PlacementFailed"),
+          doc="placement engine rounds (a round is written one record per partition of "
+              "its jobs, keyed by its first item's job, so each job's placements land in "
+              "the partition of its job-events)",
+          keys={"PlacementMade": Field("placements.0.job_id"),
+                "PlacementFailed": Field("tasks.0.job_id")}),
     Topic("placement-rejected", "host", 4, ("PlacementRejected",),
           doc="hostmgr refusals of stale placements",
           keys={"PlacementRejected": Batch(
@@ -148,8 +152,8 @@ SNAPSHOT_TOPICS: tuple[Topic, ...] = tuple(
 #: `peloton.bus.routing.check_copartitioned`).
 INTERNAL_TOPICS: tuple[Topic, ...] = (
     Topic("jobmgr-inbox", "job_id", 4,
-          ("PlacementMade", "PlacementFailed", "PlacementRejected",
-           "TaskLaunchRequested", "TaskStatusReported", "HostLost", "TasksPreempted"),
+          ("PlacementRejected", "TaskLaunchRequested", "TaskStatusReported", "HostLost",
+           "TasksPreempted"),
           doc="the job manager's share of other services' facts, split by job (internal: "
               "written by the job router, read by the job manager instance that owns the "
               "partition)"),

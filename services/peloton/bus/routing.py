@@ -6,7 +6,7 @@ topics, which are co-partitioned (same key, same partition count: job-submitted,
 job-kill-requested, job-update-requested, job-events all keyed by job id), and holds the
 state of exactly the keys of those partitions (one core per partition). Facts on other
 topics are keyed by something else and list items of many keys (a TaskStatusReported of
-one host lists runs of many jobs; a PlacementMade of one round places tasks of many jobs).
+one host lists runs of many jobs; a PlacementMade places runs on many hosts).
 
 A `Route` says, for each such event type, which list field carries the items and which
 field of an item is the shard key (`Split`), or that the whole fact concerns one key

@@ -2,18 +2,20 @@
 
 Partitioned mode (issue 10): the job manager runs as N instances of one consumer group.
 Its own topics (job-submitted, job-kill-requested, job-update-requested, job-events,
-which it alone writes, and tasks-admitted, whose records the resource manager keys by job
-and fills with one partition's jobs) are keyed by job id and co-partitioned, so partition
-p of each holds the facts of the same jobs. An instance runs one `JobShardCore` per
-partition it owns: the same book and decisions as the single job manager
-(`JobManagerCore`), restricted to the jobs of that partition. Its inputs:
+which it alone writes; tasks-admitted and placement-made, whose records the resource
+manager and the placement engines key by job and fill with one partition's jobs) are keyed
+by job id and co-partitioned, so partition p of each holds the facts of the same jobs.
+An instance runs one `JobShardCore` per partition it owns: the same book and decisions as
+the single job manager (`JobManagerCore`), restricted to the jobs of that partition. Its
+inputs:
 - partition p of the own topics and of the inbox `jobmgr-inbox`, where the job router
   (`JOB_ROUTE`, `peloton.bus.routing.RouterCore`) puts the share of partition p of every
-  other service's facts (placements, rejections, launches, agents' statuses, lost hosts'
-  runs, preemptions), split by job;
+  other service's facts (the host manager's rejections and launches, agents' statuses,
+  lost hosts' runs, preemptions), split by job;
 - the few facts every partition needs, read whole: entitlement-updated (the pools) and
   host-events (host states for daemons and drains).
-Its replay (rebuild) is partition p of the own topics plus those two, and its snapshot
+Its replay (rebuild) is partition p of the requests and its own facts (job-submitted,
+job-kill-requested, job-update-requested, job-events) plus those two, and its snapshot
 covers exactly those positions, so a partition moves between instances as a restart
 moves a whole job manager: restore the partition's snapshot, fold the tail, decide what
 was left undecided (`after_replay`), consume from the group's committed offsets.
@@ -49,10 +51,8 @@ JOB_ROUTE = Route(
     service="jobmgr",
     inbox="jobmgr-inbox",
     own=("job-submitted", "job-kill-requested", "job-update-requested", "job-events",
-         "tasks-admitted"),
+         "tasks-admitted", "placement-made"),
     splits={
-        "PlacementMade": Split("placements", item_field("job_id")),
-        "PlacementFailed": Split("tasks", item_field("job_id")),
         "PlacementRejected": Split("rejections", item_field("job_id")),
         "TaskLaunchRequested": Split("launches", item_field("job_id")),
         "TaskStatusReported": Split("statuses", item_field("job_id")),
@@ -70,7 +70,7 @@ class JobShardCore(JobManagerCore):
 
     inputs: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "job-update-requested", "tasks-admitted",
-        "jobmgr-inbox", "entitlement-updated", "host-events")
+        "placement-made", "jobmgr-inbox", "entitlement-updated", "host-events")
     replay: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "job-events", "entitlement-updated",
         "host-events", "job-update-requested")

@@ -126,12 +126,9 @@ def _rewrite(value: Any, field: str, old: str, new: str, shift_ms: int, round_ad
 def copy_record(rec: Captured, old: str, new: str, shift_ms: int, round_add: int
                 ) -> tuple[str, dict[str, Any]]:
     """(key, body) of `rec` as if job `new` had run `shift_ms` later, its placement
-    rounds `round_add` later. Keys that are round numbers move with the rounds."""
+    rounds `round_add` later."""
     body = _rewrite(rec.body, "", old, new, shift_ms, round_add)
-    key = rec.key.replace(old, new)
-    if rec.topic == "placement-made" and key.isdigit():
-        key = str(int(key) + round_add)
-    return key, body
+    return rec.key.replace(old, new), body
 
 
 async def write_history(bootstrap: str, template: list[Captured], old: str, jobs: int,

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from peloton.bus.metrics import PLACEMENT_ROUND_SECONDS, reason_class, record_pending
+from peloton.bus.routing import partition_of
 from peloton.model.event import Event
 from peloton.placement.domain.board import DEFAULT_RETENTION_MS, PlacementBoard
 
@@ -32,6 +33,8 @@ class PlacementCore:
     def __init__(self, tick_interval: float = 0.05,
                  retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.board = PlacementBoard(retention_ms)
+        # one record per partition of its jobs, as the job manager's shards read them
+        self._shard_of_job = self.board.shard_of_job = partition_of("placement-made")
         self.tick_interval: float | None = tick_interval
         self._pending_sampled = -PENDING_SAMPLE_S
 
@@ -77,5 +80,6 @@ class PlacementCore:
             raise TypeError(f"placement snapshot: expected an object, got {type(state).__name__}")
         try:
             self.board = PlacementBoard.from_snapshot(state)
+            self.board.shard_of_job = self._shard_of_job
         except OverflowError as exc:  # an infinite number where an integer belongs
             raise ValueError(f"placement snapshot: {exc}") from exc

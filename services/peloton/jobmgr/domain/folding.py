@@ -14,8 +14,9 @@ arrive in any order. The rule, by `model.taskstate.STAGE`:
   history names where it was placed, whichever topic was read first. The other consumers
   of the run's changes see the order they see when nothing is late. (A run not yet
   admitted, PENDING, still jumps: the resource manager never held it.)
-- placements are told apart by their round (placement-made is keyed by round, so two
-  placements of one run may be read in either order). A run is placed again only after
+- placements are told apart by their round (a job's placements share one partition of
+  placement-made, but a replay, a handover or a second engine after a failover may still
+  put an older round after a newer one). A run is placed again only after
   its placement was rejected, so rounds only grow: a placement of a round no newer than
   the newest one seen for the run (`placed_round`, kept from the run's PLACED changes)
   is stale, and one of a NEWER round than the one a PLACED run holds supersedes it (the

@@ -37,6 +37,11 @@ Contract:
   board's: a gang member hostmgr refused after its gang was placed together (a mate was
   placed, reached its host or ended) is placed alone, as a retried member is; a gang
   refused whole is placed as a gang again.
+- One partition per record: a round's PlacementMade and PlacementFailed are written one
+  record per partition of placement-made (`shard_of_job`: the partition a job's records
+  land in), each holding only that partition's jobs, all with the round's number; so the
+  job manager instance that owns a job reads its placements on its own partition (as
+  the resource manager does for TasksAdmitted). Without `shard_of_job`: one record each.
 - Round numbers: `max(previous round + 1, now_ms)`, and above every round seen in a fact,
   so a new leader's rounds never repeat an old leader's (hostmgr decides each
   (run, round) once and ignores a placement of a round it already decided).
@@ -111,6 +116,9 @@ class PlacementBoard:
         #: engines (placement/shard.py) folds every fact, so its host views count the
         #: others' placements, but places only its share of the admitted runs.
         self.share: Callable[[str], bool] | None = None
+        #: the partition of placement-made a job's records land in (None: one record per
+        #: round for every job; see the module doc)
+        self.shard_of_job: Callable[[str], int] | None = None
 
     # ---- read-only views (tests, benches) --------------------------------------------
     @property
@@ -316,9 +324,9 @@ class PlacementBoard:
                                "incarnation": self.hosts.offers[p.host].body["incarnation"],
                                "resources": req.spec_resources, "ports": dict(p.ports),
                                "config_version": req.version})
-        if placements:
-            ev = Event("PlacementMade", str(self.round),
-                       {"at": now_ms, "round": self.round, "placements": placements})
+        for part in self._by_shard(placements):
+            ev = Event("PlacementMade", part[0]["job_id"],
+                       {"at": now_ms, "round": self.round, "placements": part})
             self.fold(ev.type, ev.body)
             events.append(ev)
         failed = []
@@ -330,10 +338,20 @@ class PlacementBoard:
                 self.reasons[key] = reason
                 failed.append({"job_id": key[0], "instance": key[1], "run": key[2],
                                "reason": reason})
-        if failed:
-            events.append(Event("PlacementFailed", str(self.round),
-                                {"at": now_ms, "round": self.round, "tasks": failed}))
+        events.extend(Event("PlacementFailed", part[0]["job_id"],
+                            {"at": now_ms, "round": self.round, "tasks": part})
+                      for part in self._by_shard(failed))
         return events
+
+    def _by_shard(self, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """`items` (each naming its job) cut into one list per partition of their jobs, in
+        partition order, each in the items' order; [] for none (see the module doc)."""
+        if not items or self.shard_of_job is None:
+            return [items] if items else []
+        parts: dict[int, list[dict[str, Any]]] = {}
+        for item in items:
+            parts.setdefault(self.shard_of_job(item["job_id"]), []).append(item)
+        return [parts[p] for p in sorted(parts)]
 
     def _place_held(self, requests: list[Request], known: list[tuple[RunKey, JobSpec]],
                     ) -> tuple[dict[str, Placement], dict[str, str]]:
