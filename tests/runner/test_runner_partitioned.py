@@ -22,6 +22,7 @@ from peloton.model.event import Event
 from peloton.model.jobfile import parse_job_file
 from peloton.resmgr.domain.poolbook import parse_pool_document
 from peloton.runner import MemoryRunner, cluster
+from peloton.runner.cluster import SERVICES, batch_job
 
 
 def repeated_decisions(runner: MemoryRunner) -> list[tuple[Any, ...]]:
@@ -200,3 +201,24 @@ def test_two_placement_engines_share_the_jobs_and_never_place_a_run_twice(
     for rec, etype, body in runner.records("tasks-admitted"):
         assert {partition_for(t["job_id"].encode(), n) for t in body["tasks"]} == \
             {rec.partition}, etype
+
+
+def test_a_placement_a_router_put_in_the_inbox_before_placements_were_keyed_by_job_is_read(
+) -> None:
+    # before session 31 the job router split PlacementMade into jobmgr-inbox; parts left
+    # there by an upgrade are still a placement to the shard that owns the job (not a
+    # dead letter). No placement engine runs here, so only that part can place the run.
+    services = {n: f for n, f in SERVICES.items() if n != "placement"}
+    runner = cluster(seed=6, hosts=2, services=services, jobmgr_instances=2)
+    runner.submit([batch_job("old-1", 1, cpu=0.1, duration_s=1.0)])
+    assert runner.run_until(lambda: [t.state for t in runner.watch.tasks.values()]
+                            == ["READY"], max_ms=10_000)
+    part = {"at": runner.now, "round": 5, "placements": [{
+        "job_id": "old-1", "instance": 0, "run": 1, "host": "host-2", "incarnation": "x",
+        "resources": {"cpu": 0.1, "memory": 64.0, "disk": 0.0, "gpu": 0.0}, "ports": {},
+        "config_version": 1}]}
+    runner.publish([Event("PlacementMade", "old-1", part, topic="jobmgr-inbox")])
+    runner.run_for(1_000)
+    (task,) = runner.watch.tasks.values()
+    assert (task.state, task.host) == ("PLACED", "host-2")
+    assert runner.dead_letters() == 0

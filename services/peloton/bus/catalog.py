@@ -153,10 +153,11 @@ SNAPSHOT_TOPICS: tuple[Topic, ...] = tuple(
 INTERNAL_TOPICS: tuple[Topic, ...] = (
     Topic("jobmgr-inbox", "job_id", 4,
           ("PlacementRejected", "TaskLaunchRequested", "TaskStatusReported", "HostLost",
-           "TasksPreempted"),
+           "TasksPreempted", "PlacementMade", "PlacementFailed"),
           doc="the job manager's share of other services' facts, split by job (internal: "
               "written by the job router, read by the job manager instance that owns the "
-              "partition)"),
+              "partition; placements are no longer routed, as placement-made is keyed by "
+              "job, but parts a router wrote before an upgrade are still read)"),
     Topic("hostmgr-inbox", "host", 4,
           ("PlacementMade", "PlacementRejected", "OfferReceived", "HostLost"),
           doc="the host manager's share of placements, its refusals and offers, and lost "
