@@ -32,10 +32,13 @@ def round_of(jobs: dict[str, int], hosts: int, shards: int | None) -> list[Event
     return board.next_round(1_000)
 
 
+#: the list field of each event type that names jobs
+FIELD = {"PlacementMade": "placements", "PlacementFailed": "tasks"}
+
+
 def items(events: list[Event], etype: str) -> list[tuple[str, int]]:
-    field = "placements" if etype == "PlacementMade" else "tasks"
     return sorted((i["job_id"], i["instance"]) for e in events if e.type == etype
-                  for i in e.body[field])
+                  for i in e.body[FIELD[etype]])
 
 
 @settings(max_examples=60, deadline=None)
@@ -45,10 +48,9 @@ def items(events: list[Event], etype: str) -> list[tuple[str, int]]:
 def test_a_round_cut_by_partition_decides_as_the_whole_round(
         jobs: dict[str, int], hosts: int, shards: int) -> None:
     whole, cut = round_of(jobs, hosts, None), round_of(jobs, hosts, shards)
-    for etype in ("PlacementMade", "PlacementFailed"):
+    for etype, field in FIELD.items():
         assert items(cut, etype) == items(whole, etype)
         records = [e for e in cut if e.type == etype]
-        field = "placements" if etype == "PlacementMade" else "tasks"
         partitions = [{partition_for(i["job_id"].encode(), shards) for i in e.body[field]}
                       for e in records]
         # one partition per record, each partition once, in partition order

@@ -66,6 +66,7 @@ from operator import itemgetter
 from typing import Any
 
 from peloton.model.event import Event
+from peloton.model.jobshards import by_job_shard
 from peloton.model.resources import Resources
 from peloton.model.spec import JobSpec
 from peloton.model.taskstate import (
@@ -324,7 +325,7 @@ class PlacementBoard:
                                "incarnation": self.hosts.offers[p.host].body["incarnation"],
                                "resources": req.spec_resources, "ports": dict(p.ports),
                                "config_version": req.version})
-        for part in self._by_shard(placements):
+        for part in by_job_shard(placements, self.shard_of_job):
             ev = Event("PlacementMade", part[0]["job_id"],
                        {"at": now_ms, "round": self.round, "placements": part})
             self.fold(ev.type, ev.body)
@@ -340,18 +341,8 @@ class PlacementBoard:
                                "reason": reason})
         events.extend(Event("PlacementFailed", part[0]["job_id"],
                             {"at": now_ms, "round": self.round, "tasks": part})
-                      for part in self._by_shard(failed))
+                      for part in by_job_shard(failed, self.shard_of_job))
         return events
-
-    def _by_shard(self, items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        """`items` (each naming its job) cut into one list per partition of their jobs, in
-        partition order, each in the items' order; [] for none (see the module doc)."""
-        if not items or self.shard_of_job is None:
-            return [items] if items else []
-        parts: dict[int, list[dict[str, Any]]] = {}
-        for item in items:
-            parts.setdefault(self.shard_of_job(item["job_id"]), []).append(item)
-        return [parts[p] for p in sorted(parts)]
 
     def _place_held(self, requests: list[Request], known: list[tuple[RunKey, JobSpec]],
                     ) -> tuple[dict[str, Placement], dict[str, str]]:

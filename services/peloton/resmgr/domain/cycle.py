@@ -73,6 +73,7 @@ from operator import attrgetter
 from typing import Any
 
 from peloton.model.event import Event
+from peloton.model.jobshards import by_job_shard
 from peloton.model.resources import Resources
 from peloton.model.taskstate import ENDING, HOLDING, VICTIMS, TaskState
 from peloton.resmgr.domain.admission import (
@@ -858,9 +859,6 @@ def _batches(by_pool: dict[str, list[dict[str, Any]]],
     pool, then by the shard of their job (a batch's runs all of one shard, in their
     order; its record is keyed by its first run's job), then in chunks."""
     for pool in sorted(by_pool):
-        shards: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for item in by_pool[pool]:
-            shards[shard_of_job(item["job_id"]) if shard_of_job else 0].append(item)
-        for shard in sorted(shards):
-            for chunk in _chunks(shards[shard]):
+        for part in by_job_shard(by_pool[pool], shard_of_job):
+            for chunk in _chunks(part):
                 yield pool, chunk
