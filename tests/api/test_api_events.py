@@ -194,3 +194,36 @@ async def test_until_done_sends_a_terminal_state_that_lands_just_after_a_poll() 
 
     text = "".join([part async for part in stream(Connected(), {}, poll, 5.0, 0.0, done)])
     assert "event: job" in text and '"SUCCEEDED"' in text
+
+
+def test_a_poll_that_reads_a_jobs_end_also_reads_the_task_ends_before_it(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race a clean-clone CI met (2026-11-30): the materializer's insert of a task's
+    and its job's SUCCEEDED fell between the poll's two queries; read tasks first, the
+    stream sent the job's end before the task's."""
+    from event_bodies import job_state_changed, task_state_changed
+
+    from peloton.readmodel.projector import SourcePos, project
+
+    end = [*project("TaskStateChanged", task_state_changed(
+               "j", (0, "SUCCEEDED"), previous="RUNNING", at=10), SourcePos("job-events", 0, 1)),
+           *project("JobStateChanged", job_state_changed(
+               "j", "SUCCEEDED", "RUNNING", {"SUCCEEDED": 1}, at=10),
+               SourcePos("job-events", 0, 2))]
+    real = store._query
+
+    def query_then_insert(sql: str, **params: object) -> list:
+        rows = real(sql, **params)
+        if end:  # the insert lands right after the poll's first query
+            store.insert(end)
+            end.clear()
+        return rows
+
+    monkeypatch.setattr(store, "_query", query_then_insert)
+    cursor: events.Cursor = {}
+    sent = []
+    for _ in range(3):
+        for key, name, pos, data in events.poll_job(store, "j", cursor):
+            cursor[key] = pos
+            sent.append((name, data["state"]))
+    assert sent == [("task", "SUCCEEDED"), ("job", "SUCCEEDED")]

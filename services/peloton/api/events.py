@@ -170,9 +170,13 @@ def _merged(sources: list[tuple[str, str, list[dict[str, Any]], Any]]) -> list[I
 
 
 def poll_job(store: Store, job_id: str, cursor: Cursor) -> list[Item]:
-    tasks = _rows(store, "task_events", _TASK_EVENTS, cursor, job_id=job_id)
+    # the job's states first: a fact lands in both tables in one insert, which may fall
+    # between the two queries, and a task change is written no later than the job change
+    # it leads to, so a job state read here has its task changes in the second query
+    # (read the other way round, a job's end could come before its last task's)
     jobs = _rows(store, "jobs", _JOB_STATES.replace(
         "{job_filter}", "AND job_id = {job_id:String}"), cursor, job_id=job_id)
+    tasks = _rows(store, "task_events", _TASK_EVENTS, cursor, job_id=job_id)
     return _merged([("task_events", "task", tasks, _task_event),
                     ("jobs", "job", jobs, _job_event)])
 
