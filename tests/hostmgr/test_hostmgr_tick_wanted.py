@@ -27,7 +27,7 @@ def test_a_host_manager_shard_launches_at_its_timer_ticks_only() -> None:
     ticks made the two-instance cluster slower); its timer tick still launches."""
     from peloton.hostmgr.shard import HostShardCore
 
-    shard = HostShardCore()
+    shard = HostShardCore(0)
     shard.book = book_with("h1")
     shard.book.fold("PlacementMade", placement_made(placement("j1", 0, "h1"), round_=3),
                     received_ms=100)

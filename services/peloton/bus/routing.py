@@ -19,6 +19,14 @@ items of that partition, in their order; the record key is the shard key of the 
 first item, so Kafka's partitioner puts it in that partition. An instance then reads only
 its partitions of the inbox, and never decodes another instance's share.
 
+A route may instead read a type whole in every partition (`Route.shares`): the router
+leaves it alone, every partition reads the fact from its own topic and keeps the items of
+its keys (`share`, the same cut as `split`). That saves a hop (a consume, a publish, a
+consume) between the fact and its decision, and costs each partition the decode of the
+whole fact: worth it for a fact on the path of every run's start whose items are few per
+record compared with the service's own load (the host manager's placements: its load is
+the heartbeats of its hosts).
+
 Guarantees (pure, property-tested): the parts' items are exactly the fact's items (each
 once); every item of a part hashes to the part's partition; a fact with no items gives no
 part (it concerns no key). Kafka delivers at least once, so a router that restarts may
@@ -45,7 +53,7 @@ from peloton.bus.catalog import topic, topic_for_event
 from peloton.model.event import Event
 
 __all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "partition_of", "split",
-           "check_copartitioned", "item_field"]
+           "share", "check_copartitioned", "item_field"]
 
 
 @lru_cache(maxsize=1 << 13)
@@ -95,16 +103,22 @@ class Route:
     `own`: the service's co-partitioned topics (keyed by the shard key already);
     `inbox`: its internal topic (None: nothing to route, as placement's engines);
     `splits`: event type -> Split; `ignored`: types on the routed topics the service does
-    not use (the router drops them: no part is written)."""
+    not use (the router drops them: no part is written); `shares`: event type -> Split of
+    the types not routed but read whole by every partition, which keeps its items
+    (`share`): no router hop between the fact and its decision, for the price of each
+    partition decoding the whole fact (the host manager's placements)."""
 
     service: str
     inbox: str | None
     own: tuple[str, ...]
     splits: Mapping[str, Split | Whole]
     ignored: frozenset[str] = frozenset()
+    shares: Mapping[str, Split] = field(default_factory=dict)
     topics: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        if both := set(self.shares) & {*self.splits, *self.ignored}:
+            raise ValueError(f"{self.service}: {sorted(both)} both shared and routed")
         names = {topic_for_event(t).name for t in (*self.splits, *self.ignored)}
         # an own topic is read partition by partition, not routed (its types the
         # service ignores are skipped by the shards themselves)
@@ -147,6 +161,19 @@ def split(route: Route, etype: str, body: Mapping[str, Any]) -> list[Event]:
         parts[p].append(item)
     return [Event(etype, first[p], {**body, rule.items: parts[p]}, topic=route.inbox)
             for p in sorted(parts)]
+
+
+def share(rule: Split, body: Mapping[str, Any], partition: int,
+          partition_of: Callable[[str], int]) -> dict[str, Any] | None:
+    """The share of partition `partition` of a fact read whole (`Route.shares`): the fact
+    with only the items whose key lies in that partition (`partition_of`), in their
+    order, every other field as it was; itself if every item does; None if none does (it
+    concerns no key of the partition), as `split` writes no part for it."""
+    items = body[rule.items]
+    mine = [item for item in items if partition_of(rule.key(item)) == partition]
+    if not mine:
+        return None
+    return dict(body) if len(mine) == len(items) else {**body, rule.items: mine}
 
 
 def check_copartitioned(route: Route) -> None:

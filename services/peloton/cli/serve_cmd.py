@@ -153,7 +153,7 @@ def build() -> typer.Typer:
             from peloton.hostmgr.shard import HOST_ROUTE, HostShardCore
 
             run_partitioned("hostmgr", instance, HOST_ROUTE,
-                            lambda p: HostShardCore(heartbeat_timeout, silence_guard=guard),
+                            lambda p: HostShardCore(p, heartbeat_timeout, silence_guard=guard),
                             bootstrap,
                             log_format, static_membership,
                             **snapshot_options(snapshot_interval, snapshot_every, snapshots),

@@ -8,19 +8,28 @@ co-partitioned): the same book and decisions as the single host manager
 (`HostManagerCore`) for the hosts of that partition. Its inputs:
 - partition p of those topics (the heartbeats, registrations and agents' statuses of its
   hosts: the bulk of the host manager's load at thousands of hosts) and of the inbox
-  `hostmgr-inbox`, where the host router (`HOST_ROUTE`) puts the placements onto its hosts,
-  its own refusals and offers (split by host), and the lost hosts among its own;
+  `hostmgr-inbox`, where the host router (`HOST_ROUTE`) puts its own refusals and offers
+  (split by host) and the lost hosts among its own;
+- placement-made, read whole: each partition keeps the placements on its hosts
+  (`HOST_ROUTE.shares`, `routing.share`), so a placement reaches the shard that launches
+  it without a router hop (measured: docs/performance.md, "Placements read whole by the
+  host manager's shards"). Until session 32 the router split placements onto the inbox;
+  parts it wrote before an upgrade are still read there (the book takes a placement once);
 - job-events, read whole: a placement's launch needs its job's spec, and the ends of runs
   free room (a first version: routing the task changes by host is the next step).
-Its replay is partition p of those topics and of the inbox, plus job-events; heartbeats are
-skipped unread as in the single host manager. Offers and refusals are per host (a newer
-offer of a host replaces the older), so each partition publishes its own batches.
+Its replay is partition p of those topics and of the inbox, plus placement-made and
+job-events; heartbeats are skipped unread as in the single host manager. Offers and
+refusals are per host (a newer offer of a host replaces the older), so each partition
+publishes its own batches.
 """
 
 from __future__ import annotations
 
-from peloton.bus.routing import Route, Split, Whole, item_field
+from typing import Any
+
+from peloton.bus.routing import Route, Split, Whole, item_field, partition_of, share
 from peloton.hostmgr.service import HostManagerCore
+from peloton.model.event import Event
 
 __all__ = ["HOST_ROUTE", "HostShardCore"]
 
@@ -30,12 +39,11 @@ HOST_ROUTE = Route(
     own=("host-registered", "task-status-reported", "task-launch-requested",
          "host-maintenance-requested", "host-events"),
     splits={
-        "PlacementMade": Split("placements", item_field("host")),
         "PlacementRejected": Split("rejections", item_field("host")),
         "OfferReceived": Split("offers", item_field("host")),
         "HostLost": Whole("host"),
     },
-    ignored=frozenset({"PlacementFailed"}),
+    shares={"PlacementMade": Split("placements", item_field("host"))},
 )
 
 
@@ -44,8 +52,32 @@ class HostShardCore(HostManagerCore):
 
     inputs: tuple[str, ...] = (
         "host-registered", "task-status-reported", "task-launch-requested",
-        "host-maintenance-requested", "hostmgr-inbox", "job-events")
+        "host-maintenance-requested", "hostmgr-inbox", "placement-made", "job-events")
     replay: tuple[str, ...] = (*inputs, "host-events")
+
+    def __init__(self, partition: int, *args: Any, **kwargs: Any) -> None:
+        """The core of partition `partition` (`HostManagerCore`'s options follow)."""
+        super().__init__(*args, **kwargs)
+        self.partition = partition
+
+    def _share(self, etype: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The fact as this partition takes it: a shared type cut to the items of its
+        hosts (None: none is), by host-registered's partition count as the broker has it
+        (`book.zone_of`, `partitions_known`); any other as it is."""
+        rule = HOST_ROUTE.shares.get(etype)
+        if rule is None:
+            return body
+        return share(rule, body, self.partition,
+                     self.book.zone_of or partition_of("host-registered"))
+
+    def fold(self, etype: str, body: dict[str, Any]) -> None:
+        if (mine := self._share(etype, body)) is not None:
+            super().fold(etype, mine)
+
+    def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
+        if (mine := self._share(etype, body)) is None:
+            return []
+        return super().handle(etype, mine, now)
 
     def tick_wanted(self) -> bool:
         """Never: a shard launches at its timer ticks, as placement's shards place in their

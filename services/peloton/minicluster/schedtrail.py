@@ -2,27 +2,27 @@
 
 For the runs `stuckreport` files as `not launched`, the records that carry a run from
 admission to launch are read again from their topics' start: TasksAdmitted
-(tasks-admitted), PlacementMade (placement-made), its parts for the host manager
-(hostmgr-inbox, written only when the host manager is partitioned), PlacementRejected
+(tasks-admitted), PlacementMade (placement-made, which every host manager reads itself: a
+partitioned one's shards read it whole and keep their hosts' placements; and its parts on
+hostmgr-inbox, which the host manager's router wrote before session 32), PlacementRejected
 (placement-rejected) and TaskLaunchRequested (task-launch-requested). Each run gets the
 step it reached last (`STEPS`), so a wave that hangs before launch says which service held
 its runs:
 
 - `not admitted`: no TasksAdmitted names it (the resource manager);
 - `admitted, not placed`: no PlacementMade (placement);
-- `placed, not routed to a host manager`: a PlacementMade, but no part of it in the host
-  manager's inbox (the host manager's router; only with a partitioned host manager);
 - `placed, host manager silent`: the host manager neither launched nor rejected its
   newest placement (the host manager's validation);
 - `rejected, not placed again`: its newest placement was rejected and none followed;
 - `launch requested`: the host manager launched it, and the job manager never recorded
   the launch (the job manager's side).
 
-For the two steps where the host manager holds the run, `committed_past` counts the runs
-whose newest placement record lies below the offset the host manager's consumer group
-(`peloton-hostmgr`) has committed on its topic (placement-made for its router;
-hostmgr-inbox, or placement-made with one host manager, for the deciding side): those it
-took and counted as done without acting on them; the others it never took.
+For `placed, host manager silent`, `committed_past` counts the runs whose newest
+placement record lies below the offset the host manager's consumer group
+(`peloton-hostmgr`) has committed on its topic: those it took and counted as done without
+acting on them; the others it never took. Only one host manager commits placement-made;
+a partitioned one's shards read it outside the group (their snapshots hold what they
+folded), so only an old inbox part can count for it.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from peloton.minicluster.load import committed_offsets, read_to_end
 
 __all__ = ["STEPS", "Trail", "read_trails", "step_of", "trail_summary"]
 
-STEPS = ("not admitted", "admitted, not placed", "placed, not routed to a host manager",
-         "placed, host manager silent", "rejected, not placed again", "launch requested")
+STEPS = ("not admitted", "admitted, not placed", "placed, host manager silent",
+         "rejected, not placed again", "launch requested")
 _TOPICS = ("tasks-admitted", "placement-made", "hostmgr-inbox", "placement-rejected",
            "task-launch-requested")
 _SAMPLES = 5
@@ -51,43 +51,35 @@ Run = tuple[str, int, int]
 @dataclass
 class Trail:
     """What the scheduling topics hold of one run: (round, host, partition) of each
-    placement, the rounds routed to a host manager, the rejected rounds, launches."""
+    placement, the rejected rounds, launches."""
 
     admitted: int = 0
     placed: list[tuple[int, str, int]] = field(default_factory=list)
-    routed: set[int] = field(default_factory=set)
-    #: round -> (topic, partition, offset) of its PlacementMade for the host manager: on
-    #: placement-made, then (routed) its part on hostmgr-inbox
+    #: round -> (topic, partition, offset) of its PlacementMade records: on
+    #: placement-made, and an old router's part on hostmgr-inbox
     records: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     rejected: set[int] = field(default_factory=set)
     launched: int = 0
 
 
-def step_of(trail: Trail | None, routing: bool) -> str:
-    """The last step (`STEPS`) a run reached; `routing`: the host manager is partitioned
-    (its inbox holds parts), so a placement not found there was not routed."""
+def step_of(trail: Trail | None) -> str:
+    """The last step (`STEPS`) a run reached."""
     if trail is None or not (trail.admitted or trail.placed or trail.launched):
         return STEPS[0]
     if trail.launched:
-        return STEPS[5]
+        return STEPS[4]
     if not trail.placed:
         return STEPS[1]
     newest = max(r for r, _h, _p in trail.placed)
-    if newest in trail.rejected:
-        return STEPS[4]
-    if routing and newest not in trail.routed:
-        return STEPS[2]
-    return STEPS[3]
+    return STEPS[3] if newest in trail.rejected else STEPS[2]
 
 
 async def read_trails(bootstrap: str, runs: set[Run],
-                      ) -> tuple[dict[Run, Trail], bool, dict[tuple[str, int], int]]:
-    """The trails of `runs`, whether the host manager's inbox held any part (it is
-    partitioned), and the host manager's group's committed offsets of the placement
-    topics."""
+                      ) -> tuple[dict[Run, Trail], dict[tuple[str, int], int]]:
+    """The trails of `runs` and the host manager's group's committed offsets of the
+    placement topics."""
     codec = default_codec()
     trails: dict[Run, Trail] = {}
-    routing = False
 
     def trail(job: str, inst: int, run: int) -> Trail | None:
         key = (job, inst, run)
@@ -96,12 +88,10 @@ async def read_trails(bootstrap: str, runs: set[Run],
     async with aclosing(read_to_end(bootstrap, _TOPICS)) as records:
         async for rec in records:
             for etype, body in codec.decode_each(rec.value):
-                if rec.topic == "hostmgr-inbox":
-                    routing = True
                 _fold(rec.topic, rec.partition, etype, body, trail, rec.offset)
     placements = {(t, p) for tr in trails.values() for recs in tr.records.values()
                   for t, p, _o in recs}
-    return trails, routing, await committed_offsets(bootstrap, GROUP, placements)
+    return trails, await committed_offsets(bootstrap, GROUP, placements)
 
 
 def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
@@ -114,9 +104,7 @@ def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
         for p in body["placements"]:
             if (tr := trail(p["job_id"], p["instance"], p["run"])) is not None:
                 tr.records.setdefault(body["round"], []).append((topic, partition, offset))
-                if topic == "hostmgr-inbox":
-                    tr.routed.add(body["round"])
-                else:
+                if topic == "placement-made":
                     tr.placed.append((body["round"], p["host"], partition))
     elif etype == "PlacementRejected" and topic == "placement-rejected":
         for r in body["rejections"]:
@@ -128,37 +116,31 @@ def _fold(topic: str, partition: int, etype: str, body: dict[str, Any],
                 tr.launched += 1
 
 
-def trail_summary(trails: dict[Run, Trail], runs: set[Run], routing: bool,
+def trail_summary(trails: dict[Run, Trail], runs: set[Run],
                   committed: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
-    """Counts per step, how many of the host manager's steps' runs its group committed
-    past (module doc), and a few runs of each, with their placements."""
-    steps = {key: step_of(trails.get(key), routing) for key in runs}
+    """Counts per step, how many of the host manager's silent step's runs its group
+    committed past (module doc), and a few runs of each, with their placements."""
+    steps = {key: step_of(trails.get(key)) for key in runs}
     samples: dict[str, list[str]] = {}
     past: Counter[str] = Counter()
     for key in sorted(runs):
         step = steps[key]
         tr = trails.get(key) or Trail()
-        if step in (STEPS[2], STEPS[3]) and _committed_past(tr, step, committed or {}):
+        if step == STEPS[2] and _committed_past(tr, committed or {}):
             past[step] += 1
         if len(samples.setdefault(step, [])) < _SAMPLES:
             placed = ", ".join(f"round {r} on {h} (placement-made p{p})"
                                for r, h, p in tr.placed) or "never placed"
             samples[step].append(f"{key[0]}/{key[1]} run {key[2]}: admitted "
-                                 f"{tr.admitted}x; {placed}; routed {sorted(tr.routed)}; "
-                                 f"rejected {sorted(tr.rejected)}")
+                                 f"{tr.admitted}x; {placed}; rejected {sorted(tr.rejected)}")
     counts = Counter(steps.values())
     return {"by_step": {s: counts[s] for s in STEPS if counts[s]},
-            "committed_past": {s: past[s] for s in (STEPS[2], STEPS[3]) if counts[s]},
+            "committed_past": {STEPS[2]: past[STEPS[2]]} if counts[STEPS[2]] else {},
             "samples": samples}
 
 
-def _committed_past(tr: Trail, step: str, committed: dict[tuple[str, int], int]) -> bool:
-    """Whether the host manager's group committed past the newest placement's record on
-    the topic the step names (placement-made for its router, else the record it decides
-    from: its inbox's part, or placement-made itself with one host manager)."""
+def _committed_past(tr: Trail, committed: dict[tuple[str, int], int]) -> bool:
+    """Whether the host manager's group committed past a record of the newest placement
+    (on placement-made, or an old router's part on its inbox)."""
     newest = max(r for r, _h, _p in tr.placed)
-    records = tr.records.get(newest, [])
-    inbox = [r for r in records if r[0] == "hostmgr-inbox"]
-    looked = inbox if step == STEPS[3] and inbox else [r for r in records
-                                                       if r[0] == "placement-made"]
-    return any(off < committed.get((t, p), 0) for t, p, off in looked)
+    return any(off < committed.get((t, p), 0) for t, p, off in tr.records.get(newest, []))

@@ -106,8 +106,8 @@ async def diagnose(bootstrap: str, follower: JobFollower) -> dict[str, Any]:
     classes = classify(stuck, agents, await journal_runs(bootstrap, jobs))
     out = summary(stuck, classes, agents)
     if unlaunched := {key for key, cls in classes.items() if cls == CLASSES[4]}:
-        trails, routing, committed = await read_trails(bootstrap, unlaunched)
-        out["not_launched_trail"] = trail_summary(trails, unlaunched, routing, committed)
+        trails, committed = await read_trails(bootstrap, unlaunched)
+        out["not_launched_trail"] = trail_summary(trails, unlaunched, committed)
     return out
 
 

@@ -154,9 +154,12 @@ _ACTED_ON_BYTES = tuple(sorted(state.encode() for state in ACTED_ON))
 
 def acts_on(event_type: str, value: bytes) -> bool:
     """Whether the fold may act on a record, told from its encoded bytes without decoding
-    it: False only for a TaskStateChanged that names none of the `ACTED_ON` states (Avro
+    it: False for a PlacementFailed (placement-made's other type: the fold has nothing to
+    do with it) and for a TaskStateChanged that names none of the `ACTED_ON` states (Avro
     writes a string as its UTF-8 bytes, so a state a change holds is in the record's
     bytes; such a name elsewhere, in a reason, only gets the record decoded)."""
+    if event_type == "PlacementFailed":
+        return False
     return event_type != "TaskStateChanged" or any(s in value for s in _ACTED_ON_BYTES)
 
 
