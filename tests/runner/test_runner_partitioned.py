@@ -78,6 +78,14 @@ def test_kill_one_instance_of_each_mid_burst_then_rejoin(seed: int, jobmgrs: int
                        for h in book.hosts)
         assert sorted(h for b in books.values() for h in b.hosts) == sorted(
             f"host-{i}" for i in range(1, 9))
+        # the shards read placement-made whole (none routed through the inbox) and each
+        # launched only on its own hosts
+        assert "PlacementMade" not in {etype for _, etype, _ in runner.records("hostmgr-inbox")}
+        launches = [(rec.producer, body["host"])
+                    for rec, etype, body in runner.records("task-launch-requested")]
+        assert launches and all(
+            producer == f"hostmgr-p{partition_for(host.encode(), HOST_ROUTE.partitions)}"
+            for producer, host in launches)
 
 
 def test_partitioned_and_single_job_manager_end_every_job_alike() -> None:
