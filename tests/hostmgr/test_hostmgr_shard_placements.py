@@ -18,6 +18,7 @@ from hostmgr_helpers import book_with, launched, rejections, tick
 from hypothesis import given, settings
 
 from peloton.bus.routing import Route, Split, item_field, partition_for, share, split
+from peloton.hostmgr.domain import snapshot
 from peloton.hostmgr.domain.hosts import acts_on
 from peloton.hostmgr.service import HostManagerCore
 from peloton.hostmgr.shard import HOST_ROUTE, HostShardCore
@@ -113,3 +114,12 @@ def test_a_round_again_through_the_old_inbox_launches_nothing_twice() -> None:
 def test_the_other_type_on_placement_made_is_passed_over_undecoded() -> None:
     assert not acts_on("PlacementFailed", b"")
     assert acts_on("PlacementMade", b"")
+
+
+def test_a_shard_snapshot_from_before_placements_were_read_whole_is_not_restored() -> None:
+    """Shards wrote their snapshots with the book's version until their replay covered
+    placement-made; such a snapshot has no position of it (its replay would start there at
+    offset 0, onto a book that forgot retired jobs), so its core version must differ: the
+    driver then replays the whole log instead."""
+    assert snapshot.VERSION == HostManagerCore.snapshot_version
+    assert HostShardCore(0).snapshot_version not in (snapshot.VERSION, 0)
