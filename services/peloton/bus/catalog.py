@@ -160,9 +160,11 @@ INTERNAL_TOPICS: tuple[Topic, ...] = (
               "job, but parts a router wrote before an upgrade are still read)"),
     Topic("hostmgr-inbox", "host", 4,
           ("PlacementMade", "PlacementRejected", "OfferReceived", "HostLost"),
-          doc="the host manager's share of placements, its refusals and offers, and lost "
-              "hosts, split by host (internal: written by the host router, read by the host "
-              "manager instance that owns the partition)"),
+          doc="the host manager's refusals and offers, and lost hosts, split by host "
+              "(internal: written by the host router, read by the host manager instance "
+              "that owns the partition; placements are no longer routed, each shard reads "
+              "placement-made whole, but parts a router wrote before an upgrade are still "
+              "read)"),
 )
 # partition counts are configuration (`peloton.bus.partitions`, PELOTON_TOPIC_PARTITIONS):
 # the numbers above are the defaults
