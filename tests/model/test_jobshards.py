@@ -1,11 +1,11 @@
-"""by_job_shard: a batch's items cut by the partition of their job."""
+"""by_shard and by_job_shard: a batch's items cut by a shard function (their job's partition)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peloton.model.jobshards import by_job_shard
+from peloton.model.jobshards import by_job_shard, by_shard
 
 ITEMS = st.lists(st.builds(lambda j, i: {"job_id": f"j{j}", "instance": i},
                            st.integers(0, 9), st.integers(0, 99)), max_size=30)
@@ -26,3 +26,11 @@ def test_each_part_is_one_shard_in_order_and_nothing_is_lost(items: list, shards
 @given(ITEMS)
 def test_without_a_shard_function_the_items_stay_one_batch(items: list) -> None:
     assert by_job_shard(items, None) == ([items] if items else [])
+
+
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 5))
+def test_any_shard_function_cuts_the_same_way(items: list, shards: int) -> None:
+    parts = by_shard(items, lambda x: x % shards)
+    assert [x for part in parts for x in part] == sorted(items, key=lambda x: x % shards)
+    assert [part[0] % shards for part in parts] == sorted({x % shards for x in items})
+    assert all(len({x % shards for x in part}) == 1 for part in parts)

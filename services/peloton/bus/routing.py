@@ -51,6 +51,7 @@ from aiokafka.partitioner import murmur2
 
 from peloton.bus.catalog import topic, topic_for_event
 from peloton.model.event import Event
+from peloton.model.jobshards import by_shard
 
 __all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "partition_of", "split",
            "share", "check_copartitioned", "item_field"]
@@ -150,17 +151,10 @@ def split(route: Route, etype: str, body: Mapping[str, Any]) -> list[Event]:
     n = route.partitions
     if isinstance(rule, Whole):
         return [Event(etype, str(body[rule.key]), dict(body), topic=route.inbox)]
-    parts: dict[int, list[Any]] = {}
-    first: dict[int, str] = {}
-    for item in body[rule.items]:
-        key = rule.key(item)
-        p = partition_for(key.encode(), n)
-        if p not in parts:
-            parts[p] = []
-            first[p] = key
-        parts[p].append(item)
-    return [Event(etype, first[p], {**body, rule.items: parts[p]}, topic=route.inbox)
-            for p in sorted(parts)]
+    key = rule.key
+    parts = by_shard(body[rule.items], lambda item: partition_for(key(item).encode(), n))
+    return [Event(etype, key(part[0]), {**body, rule.items: part}, topic=route.inbox)
+            for part in parts]
 
 
 def share(rule: Split, body: Mapping[str, Any], partition: int,
