@@ -205,6 +205,15 @@ def test_two_placement_engines_share_the_jobs_and_never_place_a_run_twice(
             k = int(rec.producer.removeprefix("placement-p"))
             assert all(partition_for(p["job_id"].encode(), n) == k
                        for p in body["placements"])
+    # each engine read only its partition of job-events: the jobs and runs it keeps are
+    # its share's, the other engines' runs it knows only for a while (foreign.py)
+    boards = {int(name.removeprefix("placement-p")): core.board
+              for name, core in runner.cores().items() if name.startswith("placement-p")}
+    assert sorted(boards) == list(range(n))
+    for k, board in boards.items():
+        assert board.jobs and {partition_for(j.encode(), n) for j in board.jobs} == {k}
+        assert {partition_for(key[0].encode(), n) for key in board.book.runs} <= {k}
+        assert k not in {partition_for(key[0].encode(), n) for key in board.foreign.runs}
     # every admission record holds jobs of the one partition it is in
     for rec, etype, body in runner.records("tasks-admitted"):
         assert {partition_for(t["job_id"].encode(), n) for t in body["tasks"]} == \

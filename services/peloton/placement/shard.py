@@ -5,14 +5,15 @@ Partitioned mode (issue 10; Peloton ran several placement engines at once): N in
 of the consumer group `peloton-placement` share the partitions of tasks-admitted (keyed
 by job: the resource manager puts in one record only jobs of one partition), so each
 job's admissions go to one engine, and a busy pool's runs are spread over all of them.
-The engine of partition p folds every other fact whole (job specs and task changes from
-job-events, every engine's placements and the host manager's refusals, launches, offers),
-so its host views count what the other engines placed; but it places only the runs of its
-share (`PlacementBoard.share`: jobs whose id hashes to p). Two engines can still place
-onto the same free room in the same instant: the host manager re-validates every
-placement against the host's current resources and refuses the later one
-(PlacementRejected), and its engine places the run again, as with one engine after a
-stale offer.
+The engine of partition p reads partition p of job-events too (co-partitioned with
+tasks-admitted: the specs, task changes and ends of its own jobs only) and every other
+fact whole (every engine's placements and the host manager's refusals, launches, offers),
+so its host views count what the other engines placed (their runs it knows from those
+facts alone, `placement/domain/foreign.py`); it places only the runs of its share
+(`PlacementBoard.share`: jobs whose id hashes to p). Two engines can still place onto the
+same free room in the same instant: the host manager re-validates every placement against
+the host's current resources and refuses the later one (PlacementRejected), and its
+engine places the run again, as with one engine after a stale offer.
 
 Taking turns: engines that place in the same instant see the same free room and collide.
 So the engine of partition p places only in its time slot: rounds of `SLOT_MS`, slot
@@ -21,7 +22,13 @@ placements (its host views count them), so most collisions never happen. The cos
 waits at most one cycle of slots (partitions x SLOT_MS) longer for its round.
 
 A run belongs to the share of its job (a gang, all of one job, stays with one engine). No
-routing is needed: the only co-partitioned topic is tasks-admitted.
+routing is needed: the co-partitioned topics are tasks-admitted and job-events (the
+resource manager and the job manager key both by job).
+
+Snapshots: an engine's snapshot holds only its share's jobs and runs, so one written
+before engines read only their partition of job-events (every job's runs in its book,
+whose ends it will no longer read) is passed over (`snapshot_version`) and the engine
+replays its partition once.
 """
 
 from __future__ import annotations
@@ -35,11 +42,14 @@ __all__ = ["PLACEMENT_ROUTE", "PlacementShardCore", "SLOT_MS"]
 
 SLOT_MS = 50
 
-PLACEMENT_ROUTE = Route(service="placement", inbox=None, own=("tasks-admitted",), splits={})
+PLACEMENT_ROUTE = Route(service="placement", inbox=None, own=("tasks-admitted", "job-events"),
+                        splits={})
 
 
 class PlacementShardCore(PlacementCore):
     """The placement engine of the jobs whose admissions land in partition `partition`."""
+
+    snapshot_version = PlacementCore.snapshot_version * 100 + 1  # see the module doc
 
     def __init__(self, partition: int, tick_interval: float = 0.05) -> None:
         super().__init__(tick_interval)

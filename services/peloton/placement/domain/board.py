@@ -54,6 +54,12 @@ Contract:
   spec arrives within consumer lag, far less than the window). Late duplicates cannot
   re-place an ended run: while its job lives the per-instance ended run number rejects
   them, and after the job left there is no spec to place it with.
+- Shares (several engines, placement/shard.py): with `share` set the board places only
+  its share's runs and folds job-events only of its share's jobs (its shell reads only its
+  partition; another job's fact is skipped). Another engine's runs it knows from
+  placement-made, placement-rejected and task-launch-requested alone (foreign.py): they
+  hold room in the views until the host manager's answer, an offer that counts the
+  launch, or the expiry of their short-lived record, whichever comes first.
 - `snapshot()` / `restore()`: plain JSON-able state; caches and the engine's host table
   are rebuilt lazily. A restored board decides exactly as the original.
 """
@@ -79,6 +85,7 @@ from peloton.model.taskstate import (
     task_state,
 )
 from peloton.placement.domain.engine import place
+from peloton.placement.domain.foreign import ForeignRuns
 from peloton.placement.domain.hostviews import Hold, HostViews, Offer
 from peloton.placement.domain.pins import pinned_reason
 from peloton.placement.domain.requests import Request, Requests
@@ -101,6 +108,7 @@ class PlacementBoard:
         self.versions: dict[str, dict[int, JobSpec]] = {}  # job -> version (>= 2) -> spec
         self.finished: dict[str, int] = {}  # job -> event time of its terminal state
         self.book = RunBook()
+        self.foreign = ForeignRuns()  # other engines' runs (only with `share`)
         self.hosts = HostViews()
         self.reasons: dict[RunKey, str] = {}
         self.round = 0
@@ -114,8 +122,8 @@ class PlacementBoard:
         self._requests = Requests()
         self._resources: dict[tuple[tuple[str, float], ...], Resources] = {}
         #: the jobs (by id) whose runs this engine places (None: every job). One of several
-        #: engines (placement/shard.py) folds every fact, so its host views count the
-        #: others' placements, but places only its share of the admitted runs.
+        #: engines (placement/shard.py) reads only its share's job-events; the others'
+        #: runs it knows from host-side facts (`foreign`), so its host views count them.
         self.share: Callable[[str], bool] | None = None
         #: the partition of placement-made a job's records land in (None: one record per
         #: round for every job; see the module doc)
@@ -142,7 +150,7 @@ class PlacementBoard:
         if isinstance(at, int) and at > self.clock:
             self.clock = at
         handler = _FOLDS.get(etype)
-        if handler is not None:
+        if handler is not None and not (etype in _JOB_FACTS and self._foreign(body["job_id"])):
             handler(self, body)
             if self.book.superseded:
                 for key in self.book.superseded:
@@ -151,6 +159,11 @@ class PlacementBoard:
             if self.hosts.freed:  # a host may have room for a queued run now
                 self.hosts.freed = False
                 self._dirty = True
+
+    def _foreign(self, job_id: str) -> bool:
+        """Whether the job is another engine's (its runs are known from host-side facts
+        only: foreign.py)."""
+        return self.share is not None and not self.share(job_id)
 
     def _job_created(self, body: dict[str, Any]) -> None:
         job_id = body["job_id"]
@@ -199,6 +212,13 @@ class PlacementBoard:
         self.round = max(self.round, round_)
         for p in body["placements"]:
             key = (p["job_id"], p["instance"], p["run"])
+            if self._foreign(key[0]):
+                if self.foreign.placed(key, round_, body["at"], self.clock):
+                    host = p["host"]
+                    self.hosts.hold(key, Hold(host, self._resources_of(p["resources"]),
+                                              tuple(p["ports"].values()), False,
+                                              self.hosts.generation(host)))
+                continue
             if self.book.placed(key, round_, self.clock, int(p.get("config_version", 1))):
                 host = p["host"]
                 self.hosts.hold(key, Hold(host, self._resources_of(p["resources"]),
@@ -210,6 +230,10 @@ class PlacementBoard:
         for r in body["rejections"]:
             key = (r["job_id"], r["instance"], r["run"])
             self.round = max(self.round, r["round"])
+            if self._foreign(key[0]):
+                if self.foreign.rejected(key, r["round"], body["at"], self.clock):
+                    self.hosts.release(key)
+                continue
             if self.book.rejected(key, r["round"], self.clock):
                 self.hosts.release(key)
             if key in self.book.queue:
@@ -222,6 +246,12 @@ class PlacementBoard:
             round_ = launch.get("round", -1)
             self.round = max(self.round, round_)
             placed = self.hosts.holds.get(key)
+            if self._foreign(key[0]):
+                if self.foreign.launched(key, at, self.clock):
+                    base = placed.base if placed is not None and placed.host == host else 0
+                    self.hosts.hold(key, Hold(host, self._resources_of(launch["resources"]),
+                                              tuple(launch["ports"].values()), False, base, at))
+                continue
             if self.book.launched(key, round_, self.clock,
                                   int(launch.get("config_version", 1))):
                 base = placed.base if placed is not None and placed.host == host else 0
@@ -286,11 +316,14 @@ class PlacementBoard:
     def next_round(self, now_ms: int) -> list[Event]:
         self.clock = max(self.clock, now_ms)
         self._arrivals_seen = self.book.arrivals
+        if self.foreign.runs:
+            for key in self.foreign.expire(self.clock):
+                self.hosts.release(key)
         if self.clock >= self._next_sweep:
             self._sweep()
-            if self.hosts.freed:  # runs of jobs that left held room on a host
-                self.hosts.freed = False
-                self._dirty = True
+        if self.hosts.freed:  # runs of jobs that left, or expired foreign runs, held room
+            self.hosts.freed = False
+            self._dirty = True
         if not self._dirty or not self.book.queue:
             return []
         self._dirty = False
@@ -466,6 +499,7 @@ class PlacementBoard:
             "finished": dict(self.finished), "waiting": sorted(self._waiting),
             "reasons": [[*key, reason] for key, reason in self.reasons.items()],
             "book": self.book.to_data(), "hosts": self.hosts.to_data(),
+            "foreign": self.foreign.to_data(),
         }
 
     @classmethod
@@ -506,11 +540,15 @@ class PlacementBoard:
                          for j, i, r, reason in as_list(state["reasons"], "reasons")}
         board.book = RunBook.from_data(as_dict(state["book"], "book"))
         board.hosts = HostViews.from_data(as_dict(state["hosts"], "hosts"))
-        if not board.hosts.holds.keys() <= board.book.runs.keys():
+        board.foreign = ForeignRuns.from_data(state.get("foreign", []))  # absent before 4
+        if not board.hosts.holds.keys() <= board.book.runs.keys() | board.foreign.runs.keys():
             raise ValueError("placement snapshot: a hold of a run the book does not have")
         board.hosts.table()
         return board
 
+
+#: the facts of job-events, each about one job (another engine's are not folded)
+_JOB_FACTS = frozenset({"JobCreated", "JobSpecChanged", "JobStateChanged", "TaskStateChanged"})
 
 _FOLDS = {
     "JobCreated": PlacementBoard._job_created,
