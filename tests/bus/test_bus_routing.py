@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from peloton.bus import routing
 from peloton.bus.catalog import INTERNAL_TOPICS, topic, topic_for_event
 from peloton.bus.check import check_event
 from peloton.bus.routing import (
@@ -17,6 +18,7 @@ from peloton.bus.routing import (
     check_copartitioned,
     item_field,
     partition_for,
+    partition_of,
     split,
 )
 from peloton.hostmgr.service import HostManagerCore
@@ -149,3 +151,22 @@ def test_the_producers_partitioner_is_kafkas_default_with_a_memory(keys: list[by
         assert key_partitioner(key, partitions, partitions) == want
         assert partition_for(key, count) == (murmur2(key) & 0x7FFFFFFF) % count
     assert key_partitioner(None, partitions, partitions[:1]) == partitions[0]
+
+
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=200))
+def test_partition_of_answers_as_the_partitioner_however_many_keys_it_remembers(
+        keys: list[str]) -> None:
+    of = partition_of("job-events")
+    n = topic("job-events").partitions
+    for key in [*keys, *keys]:  # the second time from its memory
+        assert of(key) == partition_for(key.encode(), n)
+
+
+def test_partition_of_forgets_keys_past_its_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routing, "PARTITION_MEMO", 3)
+    of = partition_of("job-events")
+    n = topic("job-events").partitions
+    keys = [f"job-{i}" for i in range(10)]
+    assert [of(k) for k in keys] == [partition_for(k.encode(), n) for k in keys]
+    memo = next(c.cell_contents for c in of.__closure__ or () if isinstance(c.cell_contents, dict))
+    assert 0 < len(memo) <= 3

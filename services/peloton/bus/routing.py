@@ -65,13 +65,25 @@ def partition_for(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+#: keys each `partition_of` function remembers (then it starts again: memory only)
+PARTITION_MEMO = 1 << 16
+
+
 def partition_of(topic_name: str) -> Callable[[str], int]:
     """The partition of `topic_name` a key's records land in (with the topic's configured
-    count): what a core uses to put in one record only items of one partition."""
+    count): what a core uses to put in one record only items of one partition. Each
+    function remembers its last keys by their text (a core asks once per item of every
+    fact it reads: a job's or host's items recur), up to `PARTITION_MEMO`."""
     n = topic(topic_name).partitions
+    memo: dict[str, int] = {}
 
     def of(key: str) -> int:
-        return partition_for(key.encode(), n)
+        p = memo.get(key)
+        if p is None:
+            if len(memo) >= PARTITION_MEMO:
+                memo.clear()
+            p = memo[key] = partition_for(key.encode(), n)
+        return p
     return of
 
 
