@@ -540,7 +540,7 @@ class PlacementBoard:
                          for j, i, r, reason in as_list(state["reasons"], "reasons")}
         board.book = RunBook.from_data(as_dict(state["book"], "book"))
         board.hosts = HostViews.from_data(as_dict(state["hosts"], "hosts"))
-        board.foreign = ForeignRuns.from_data(state.get("foreign", []))  # absent before 4
+        board.foreign = ForeignRuns.from_data(state.get("foreign", []))  # older: none
         if not board.hosts.holds.keys() <= board.book.runs.keys() | board.foreign.runs.keys():
             raise ValueError("placement snapshot: a hold of a run the book does not have")
         board.hosts.table()
