@@ -54,7 +54,7 @@ def test_another_engines_placement_holds_its_room_until_the_host_manager_refuses
     b = board(cpu=4.0)
     b.fold("PlacementMade", placement_made(placement("theirs-1", 0, "h0", cpu=3.0),
                                            round_=10, at=10))
-    assert b.hosts.holds[KEY].host == "h0"
+    assert b.hosts.holds[KEY].host == "h0" and not b.hosts.holds[KEY].revocable
     assert placed_cpus(b, "mine-1", 2, at=20) == 1  # 4 cpus, 3 held by the other engine
     b.fold("PlacementRejected", placement_rejected("theirs-1", 0, "h0", round_=10, at=30))
     assert KEY not in b.hosts.holds

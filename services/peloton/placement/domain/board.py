@@ -162,7 +162,9 @@ class PlacementBoard:
 
     def _foreign(self, job_id: str) -> bool:
         """Whether the job is another engine's (its runs are known from host-side facts
-        only: foreign.py)."""
+        only: foreign.py, which judges them where the run book judges the engine's own;
+        what a judged fact does to the views is the same, and `_revocable` is False for
+        them, as no spec of theirs is folded)."""
         return self.share is not None and not self.share(job_id)
 
     def _job_created(self, body: dict[str, Any]) -> None:
@@ -212,14 +214,9 @@ class PlacementBoard:
         self.round = max(self.round, round_)
         for p in body["placements"]:
             key = (p["job_id"], p["instance"], p["run"])
-            if self._foreign(key[0]):
-                if self.foreign.placed(key, round_, body["at"], self.clock):
-                    host = p["host"]
-                    self.hosts.hold(key, Hold(host, self._resources_of(p["resources"]),
-                                              tuple(p["ports"].values()), False,
-                                              self.hosts.generation(host)))
-                continue
-            if self.book.placed(key, round_, self.clock, int(p.get("config_version", 1))):
+            if (self.foreign.placed(key, round_, body["at"], self.clock)
+                    if self._foreign(key[0]) else
+                    self.book.placed(key, round_, self.clock, int(p.get("config_version", 1)))):
                 host = p["host"]
                 self.hosts.hold(key, Hold(host, self._resources_of(p["resources"]),
                                           tuple(p["ports"].values()), self._revocable(key),
@@ -230,11 +227,9 @@ class PlacementBoard:
         for r in body["rejections"]:
             key = (r["job_id"], r["instance"], r["run"])
             self.round = max(self.round, r["round"])
-            if self._foreign(key[0]):
-                if self.foreign.rejected(key, r["round"], body["at"], self.clock):
-                    self.hosts.release(key)
-                continue
-            if self.book.rejected(key, r["round"], self.clock):
+            if (self.foreign.rejected(key, r["round"], body["at"], self.clock)
+                    if self._foreign(key[0]) else
+                    self.book.rejected(key, r["round"], self.clock)):
                 self.hosts.release(key)
             if key in self.book.queue:
                 self._dirty = True
@@ -246,14 +241,9 @@ class PlacementBoard:
             round_ = launch.get("round", -1)
             self.round = max(self.round, round_)
             placed = self.hosts.holds.get(key)
-            if self._foreign(key[0]):
-                if self.foreign.launched(key, at, self.clock):
-                    base = placed.base if placed is not None and placed.host == host else 0
-                    self.hosts.hold(key, Hold(host, self._resources_of(launch["resources"]),
-                                              tuple(launch["ports"].values()), False, base, at))
-                continue
-            if self.book.launched(key, round_, self.clock,
-                                  int(launch.get("config_version", 1))):
+            if (self.foreign.launched(key, at, self.clock) if self._foreign(key[0]) else
+                    self.book.launched(key, round_, self.clock,
+                                       int(launch.get("config_version", 1)))):
                 base = placed.base if placed is not None and placed.host == host else 0
                 self.hosts.hold(key, Hold(host, self._resources_of(launch["resources"]),
                                           tuple(launch["ports"].values()),
@@ -316,9 +306,8 @@ class PlacementBoard:
     def next_round(self, now_ms: int) -> list[Event]:
         self.clock = max(self.clock, now_ms)
         self._arrivals_seen = self.book.arrivals
-        if self.foreign.runs:
-            for key in self.foreign.expire(self.clock):
-                self.hosts.release(key)
+        for key in self.foreign.expire(self.clock):
+            self.hosts.release(key)
         if self.clock >= self._next_sweep:
             self._sweep()
         if self.hosts.freed:  # runs of jobs that left, or expired foreign runs, held room
