@@ -214,7 +214,11 @@ def _result() -> dict[str, Any]:
                                                            "manager RUNNING, agent "
                                                            "SUCCEEDED"]}}),
             _row("paced 50%", 10_000, 3.0, fraction=0.5, offered_tasks_per_s=500.0,
-                 p99_submit_to_running_ms=800.0)]
+                 p99_submit_to_running_ms=800.0,
+                 drift={"first quarter": {"p50_ms": 310, "p99_ms": 480, "tasks": 2_500,
+                                          "broker_cores": 0.37, "machine_cores": 1.8},
+                        "last quarter": {"p50_ms": 570, "p99_ms": 807, "tasks": 2_500,
+                                         "broker_cores": 0.65, "machine_cores": 1.9}})]
     cfg = {"config": CONFIGS[0].name, "hosts": 1_000, "hosts_offered_s": 2.0,
            "partitions_per_topic": "1",
            "raw_bus_events_per_s": 30_000.0, "idle_cores": {"jobmgr": 0.1, "total": 0.5},
@@ -282,6 +286,9 @@ def test_tables_and_plot_render_every_configuration_a_failed_one_by_its_error(
     assert "partitions per topic 1," in text
     assert "where the runs of the jobs that did not end were lost" in text
     assert "b/0 run 1 on host-7: job manager RUNNING, agent SUCCEEDED" in text
+    # a paced wave's first quarter beside its last
+    assert "paced waves, first quarter against last" in text
+    assert "570 / 807" in text and "0.650" in text
     path = plot(_result(), tmp_path / "scale.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

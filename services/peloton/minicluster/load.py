@@ -227,6 +227,21 @@ class JobFollower:
                         states: tuple[TaskState, ...] = STAGES) -> dict[str, list[int]]:
         """Per state of `states`: ms from each task's job's submitted_at to the first time
         one of its runs reached that state (where the time goes in a burst)."""
+        out: dict[str, list[int]] = {str(s): [] for s in states}
+        for (job, _inst, s), at in self._first_reached(submitted, states).items():
+            out[s].append(at - submitted[job])
+        return out
+
+    def running_by_submit(self, submitted: dict[str, int]) -> list[tuple[int, int]]:
+        """Per task that got to RUNNING: (its job's submitted_at, ms from it to the first
+        RUNNING of any of its runs): a wave's latency in the order it was offered."""
+        return [(submitted[job], at - submitted[job]) for (job, _i, _s), at
+                in self._first_reached(submitted, (TaskState.RUNNING,)).items()]
+
+    def _first_reached(self, submitted: dict[str, int], states: tuple[TaskState, ...],
+                       ) -> dict[tuple[str, int, str], int]:
+        """(job, instance, state) -> the first time one of the task's runs reached the
+        state, for the submitted jobs' tasks and the states of `states`."""
         first: dict[tuple[str, int, str], int] = {}
         for (job, inst, _run), hist in self.runs.items():
             if job not in submitted:
@@ -235,10 +250,7 @@ class JobFollower:
                 if s in states:
                     key = (job, inst, s)
                     first[key] = min(at, first.get(key, at))
-        out: dict[str, list[int]] = {str(s): [] for s in states}
-        for (job, _inst, s), at in first.items():
-            out[s].append(at - submitted[job])
-        return out
+        return first
 
 
 def on_host_overlaps(runs: dict[tuple[str, int, int], RunHistory]) -> list[str]:

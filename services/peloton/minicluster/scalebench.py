@@ -29,6 +29,10 @@ floor is the tasks/s the bus would carry at that wave's records per task, its ra
 tasks/s / floor. Cost per task is flat when `small 100%` costs what `small 10%` cost per
 1,000 tasks (`cost_ratio` near 1).
 
+A paced wave also gets its `drift` (`pacedrift`): the p50/p99 submit -> RUNNING of the
+tasks submitted in its first and its last quarter, and the broker's and the machine's
+cores busy meanwhile (the same load offered throughout: what grew while it ran).
+
 The result names the partition counts as the broker has them (`partitions_per_topic`).
 Adding a configuration is one more `ScaleConfig` in `CONFIGS`.
 """
@@ -43,6 +47,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +63,7 @@ from peloton.minicluster.burst import (
     stuck_diagnosis,
 )
 from peloton.minicluster.cluster import PARTITIONABLE
+from peloton.minicluster.pacedrift import CpuTimeline, drift
 
 __all__ = ["ScaleConfig", "CONFIGS", "Wave", "plan_waves", "wave_sizes", "jobs_per_s",
            "stat_cpu_s", "cpu_sample", "cpu_per_thousand", "service_of", "bus_floor",
@@ -228,6 +234,12 @@ def cpu_per_thousand(before: dict[str, float], after: dict[str, float],
     return out
 
 
+def cpu_seconds(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per service (and `total`) between two samples (`cpu_per_thousand` of
+    1,000 tasks)."""
+    return cpu_per_thousand(before, after, 1000)
+
+
 def bus_floor(raw_events_per_s: float, records: int, tasks: int) -> float:
     """Tasks/s the raw bus carries when each task costs records/tasks records."""
     return raw_events_per_s * tasks / records if records > 0 and tasks > 0 else 0.0
@@ -325,7 +337,8 @@ def _wave_row(wave: Wave, sizes: list[int], rate: float, fig: dict[str, Any],
             "ends_recovered_by_reconciliation": fig["ends_recovered_by_reconciliation"],
             "stuck_task_states": fig["stuck_task_states"],
             "stopped_because": fig["stopped_because"], "wall_s": fig["wall_s"],
-            **{k: fig[k] for k in ("stuck_diagnosis", "recovered_ends_trail") if k in fig},
+            **{k: fig[k] for k in ("stuck_diagnosis", "recovered_ends_trail", "drift")
+               if k in fig},
             "records": records, "records_per_task": round(records / max(1, sum(sizes)), 3),
             "cpu_s_per_1000_tasks": cpu}
 
@@ -360,12 +373,16 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
             say(f"wave {wave.name}: {len(sizes):,} jobs, {sum(sizes):,} tasks", 0.0)
             records0 = asyncio.run(topic_ends(boot))
             cpu0 = cpu_sample(pids)
-            out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s,
-                                        timeout_s, say, jobs_per_s(sizes, rate),
-                                        from_end=i > 0))
+            with CpuTimeline(partial(cpu_sample, pids)) as timeline:
+                out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s,
+                                            timeout_s, say, jobs_per_s(sizes, rate),
+                                            from_end=i > 0))
             cpu1 = cpu_sample(pids)
             records = asyncio.run(topic_ends(boot)) - records0
             fig = {**burst_figures(out), **asyncio.run(stuck_diagnosis(boot, out, say))}
+            if wave.paced:
+                fig["drift"] = drift(out.follower.running_by_submit(out.submitted),
+                                     timeline.samples, cpu_seconds)
             rows.append(_wave_row(wave, sizes, rate, fig,
                                   cpu_per_thousand(cpu0, cpu1, sum(sizes)), records))
             if not ref and wave.name == "small 10%":
@@ -543,6 +560,9 @@ def tables(result: dict[str, Any]) -> list[Any]:
         cpu.add_row("raw bus (broker + client)", "-",
                     *(_cell(r["bus_cpu_s_per_1000_tasks"]) for r in cfg["waves"]))
         out.append(cpu)
+        drifting = [r for r in cfg["waves"] if r.get("drift")]
+        if drifting:
+            out.append(_drift_table(cfg["config"], drifting))
         stuck = [r for r in cfg["waves"] if r.get("stuck_diagnosis")]
         if stuck:
             lost = Table("wave", "stuck runs", "by class", "hosts (most first)", "samples",
@@ -564,6 +584,22 @@ def tables(result: dict[str, Any]) -> list[Any]:
                                for c in result["configs"]))
     out.append(summary)
     return out
+
+
+def _drift_table(config: str, rows: list[dict[str, Any]]) -> Any:
+    """The paced waves' first quarter against their last (`pacedrift.drift`)."""
+    from rich.table import Table
+
+    table = Table("wave", "quarter", "tasks", "p50 / p99 ms submit -> RUNNING",
+                  "broker cores", "machine cores",
+                  title=f"scale: {config}: paced waves, first quarter against last (the "
+                        f"same load offered; what grew while it ran)")
+    for r in rows:
+        for name, q in r["drift"].items():
+            table.add_row(r["wave"], name, _cell(q["tasks"]),
+                          f"{_cell(q['p50_ms'])} / {_cell(q['p99_ms'])}",
+                          _cell(q["broker_cores"]), _cell(q["machine_cores"]))
+    return table
 
 
 def _cell(value: Any) -> str:
