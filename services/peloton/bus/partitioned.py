@@ -17,8 +17,12 @@ every co-partitioned topic it reads: the service's own topics and its inbox
   holds per shard: decide, publish, then commit; snapshots cover only published output).
 - Broadcast topics are read by one plain consumer (no group: every instance reads them
   whole) from the log end at start, and each record is handed to every shard, which
-  skips what its rebuild already folded. A shard being built holds the broadcast reader
-  back, so no broadcast record falls between its replay's end and its first live record.
+  skips what its rebuild already folded. On the dev broker a partition of job-events (the
+  host manager's shards read it whole) is read at most every 100 ms
+  (`devbroker.whole_read_pace`, `peloton.bus.fetchpace`): there a fetch that returns
+  records costs in proportion to the batches the partition holds. A shard being built
+  holds the broadcast reader back, so no broadcast record falls between its replay's end
+  and its first live record.
 
 Rebalances (a member joins, leaves, or, on Apache Kafka, is evicted after the session
 timeout; the dev broker never evicts a killed member: a restart of the same instance
@@ -65,9 +69,10 @@ from mode import Service
 
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
-from peloton.bus.devbroker import consumer_settings, log_end_offsets
+from peloton.bus.devbroker import consumer_settings, log_end_offsets, whole_read_pace
 from peloton.bus.driver import CoreDriver, Record
 from peloton.bus.faustapp import ensure_topics, make_app
+from peloton.bus.fetchpace import FetchPacer, paced_getmany
 from peloton.bus.health import Health
 from peloton.bus.intake import add_intake
 from peloton.bus.kafkaconfig import client_settings
@@ -307,8 +312,10 @@ class PartitionedShell:
                              for d in (*self.shards.values(), *self.suspended.values())
                              if (tp.topic, tp.partition) in d.positions]
                     consumer.seek(tp, min([ends[tp], *built]))
+            pacer = FetchPacer({t: ms for t, ms in whole_read_pace().items()
+                                if t in self.broadcast})
             while True:
-                batch = await consumer.getmany(timeout_ms=200, max_records=self.batch_max)
+                batch = await paced_getmany(consumer, pacer, 200, self.batch_max)
                 records = [(r.topic, r.partition, r.offset, r.key, r.value)
                            for recs in batch.values() for r in recs]
                 if not records:
