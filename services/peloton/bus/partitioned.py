@@ -19,8 +19,8 @@ every co-partitioned topic it reads: the service's own topics and its inbox
   whole) from the log end at start, and each record is handed to every shard, which
   skips what its rebuild already folded. On the dev broker a partition of job-events (the
   host manager's shards read it whole) is read at most every 100 ms
-  (`devbroker.whole_read_pace`, `peloton.bus.fetchpace`): there a fetch that returns
-  records costs in proportion to the batches the partition holds. A shard being built
+  (`devbroker.whole_read_pace`, `peloton.bus.fetchpace`: fewer, larger reads, cheaper per
+  record for the host manager and the broker). A shard being built
   holds the broadcast reader back, so no broadcast record falls between its replay's end
   and its first live record.
 

@@ -26,13 +26,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from peloton.bus.codec import DecodeError, default_codec
-from peloton.bus.devbroker import (
-    consumer_settings,
-    log_end_offsets,
-    producer_settings,
-    whole_read_pace,
-)
-from peloton.bus.fetchpace import FetchPacer, paced_getmany
+from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
 from peloton.model.taskstate import ON_HOST, TERMINAL, TERMINAL_JOB, TaskState
 
 __all__ = ["job_body", "submit_jobs", "JobFollower", "RunHistory", "on_host_overlaps",
@@ -120,10 +114,6 @@ class JobFollower:
         self.recovered_runs: set[tuple[str, int, int]] = set()
         self.instances: dict[str, int] = {}
         self._consumer: AIOKafkaConsumer | None = None
-        #: it reads job-events whole, as the host manager's shards do: on the dev broker a
-        #: partition at most every 100 ms (`devbroker.whole_read_pace`); it measures by the
-        #: job manager's timestamps, which a later read does not move
-        self._pacer = FetchPacer(whole_read_pace())
 
     def want(self, jobs: dict[str, int]) -> None:
         """jobs: job_id -> instance count."""
@@ -154,7 +144,7 @@ class JobFollower:
     async def poll(self, timeout_ms: int = 200) -> int:
         """Read what is there; returns the number of records of wanted jobs folded."""
         assert self._consumer is not None, "start() first"
-        batch = await paced_getmany(self._consumer, self._pacer, timeout_ms, 20_000)
+        batch = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=20_000)
         return sum(self.fold_record(rec.value) for records in batch.values()
                    for rec in records)
 
