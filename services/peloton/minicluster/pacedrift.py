@@ -29,26 +29,36 @@ __all__ = ["quarters", "cores_between", "drift", "CpuTimeline", "Sample"]
 Sample = tuple[float, dict[str, float]]
 
 
+def _windows(tasks: Sequence[tuple[int, int]]) -> dict[str, tuple[float, float]] | None:
+    """The first and the last quarter (ms) of the span from the first submission to the
+    last (None: no task, or no span); a task is in "first" when submitted before its end,
+    in "last" from its start on."""
+    if not tasks:
+        return None
+    t0 = min(t for t, _ in tasks)
+    t1 = max(t for t, _ in tasks)
+    if t1 <= t0:
+        return None
+    q = (t1 - t0) / 4
+    return {"first": (t0, t0 + q), "last": (t1 - q, t1)}
+
+
 def quarters(tasks: Sequence[tuple[int, int]]) -> dict[str, tuple[int, int, int] | None]:
     """`tasks`: (submitted_at ms, ms to RUNNING) per task. {"first": (p50, p99, tasks),
     "last": ...} of the tasks submitted in the first and the last quarter of the span from
     the first submission to the last (None: no task there, or no span)."""
-    if not tasks:
+    windows = _windows(tasks)
+    if windows is None:
         return {"first": None, "last": None}
-    t0 = min(t for t, _ in tasks)
-    t1 = max(t for t, _ in tasks)
-    if t1 <= t0:
-        return {"first": None, "last": None}
-    q = (t1 - t0) / 4
-    first = [ms for t, ms in tasks if t < t0 + q]
-    last = [ms for t, ms in tasks if t >= t1 - q]
+    (_, first_end), (last_start, _) = windows["first"], windows["last"]
 
     def figures(ms: list[int]) -> tuple[int, int, int] | None:
         if not ms:
             return None
         return (round(percentile(ms, 50) or 0), round(percentile(ms, 99) or 0), len(ms))
 
-    return {"first": figures(first), "last": figures(last)}
+    return {"first": figures([ms for t, ms in tasks if t < first_end]),
+            "last": figures([ms for t, ms in tasks if t >= last_start])}
 
 
 def cores_between(samples: Sequence[Sample], start: float, end: float,
@@ -72,16 +82,14 @@ def drift(tasks: Sequence[tuple[int, int]], samples: Sequence[Sample],
     """The wave's first quarter against its last (module doc): p50/p99 submit -> RUNNING
     and cores busy (the broker's and the machine's) while each quarter's jobs were
     submitted."""
-    q = quarters(tasks)
-    out: dict[str, Any] = {}
     if not tasks:
-        return out
-    t0 = min(t for t, _ in tasks) / 1000
-    t1 = max(t for t, _ in tasks) / 1000
-    span = (t1 - t0) / 4
-    for name, (start, end) in (("first", (t0, t0 + span)), ("last", (t1 - span, t1))):
+        return {}
+    q, windows = quarters(tasks), _windows(tasks)
+    out: dict[str, Any] = {}
+    for name in ("first", "last"):
         figs = q[name]
-        cores = cores_between(samples, start, end, spent) if span > 0 else {}
+        cores = ({} if windows is None else
+                 cores_between(samples, windows[name][0] / 1000, windows[name][1] / 1000, spent))
         out[f"{name} quarter"] = {
             "p50_ms": figs[0] if figs else None, "p99_ms": figs[1] if figs else None,
             "tasks": figs[2] if figs else 0,

@@ -40,6 +40,7 @@ Adding a configuration is one more `ScaleConfig` in `CONFIGS`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -360,8 +361,7 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
         after = cpu_sample(pids)
         # cores busy per service while nothing is submitted (per 1,000 "tasks" of 1,000:
         # the seconds themselves)
-        idle = {k: round(v / idle_s, 3)
-                for k, v in cpu_per_thousand(before, after, 1000).items()}
+        idle = {k: round(v / idle_s, 3) for k, v in cpu_seconds(before, after).items()}
         rows: list[dict[str, Any]] = []
         ref = max_rate
         for i, wave in enumerate(waves):
@@ -373,7 +373,9 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
             say(f"wave {wave.name}: {len(sizes):,} jobs, {sum(sizes):,} tasks", 0.0)
             records0 = asyncio.run(topic_ends(boot))
             cpu0 = cpu_sample(pids)
-            with CpuTimeline(partial(cpu_sample, pids)) as timeline:
+            # CPU samples during the wave: a paced wave's drift (`pacedrift`) needs them
+            timeline: Any = CpuTimeline(partial(cpu_sample, pids)) if wave.paced else None
+            with timeline or contextlib.nullcontext():
                 out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s,
                                             timeout_s, say, jobs_per_s(sizes, rate),
                                             from_end=i > 0))
