@@ -33,7 +33,7 @@ CARRIES = {t: set(topic(t).events) for t in ("job-submitted", "jobmgr-inbox")}
 
 
 def shell(broker: str, name: str) -> PartitionedShell:
-    return PartitionedShell("jobmgr", name, JOB_ROUTE, lambda p: JobShardCore(), broker,
+    return PartitionedShell("jobmgr", name, JOB_ROUTE, lambda p: JobShardCore(partition=p), broker,
                             snapshot_every=10**9)
 
 

@@ -157,7 +157,8 @@ INTERNAL_TOPICS: tuple[Topic, ...] = (
           doc="the job manager's share of other services' facts, split by job (internal: "
               "written by the job router, read by the job manager instance that owns the "
               "partition; placements are no longer routed, as placement-made is keyed by "
-              "job, but parts a router wrote before an upgrade are still read)"),
+              "job, nor launches and statuses, read whole by every partition since "
+              "session 35, but parts a router wrote before an upgrade are still read)"),
     Topic("hostmgr-inbox", "host", 4,
           ("PlacementMade", "PlacementRejected", "OfferReceived", "HostLost"),
           doc="the host manager's refusals and offers, and lost hosts, split by host "

@@ -20,6 +20,11 @@ A record may hold several facts (the job manager's TaskStateChanged of many jobs
 by `peloton.bus.coalesce`): the core is called once per fact, in order, and a failure in
 one of them undoes the record's calls so far (a rebuild when more than one is to be undone).
 
+A core may read some topics whole with no group offset there (`core.rehandle`: a job
+manager shard's launches and statuses): their positions go into its snapshots, and a
+rebuild that decides handles their records again from the restored snapshot's positions
+(`peloton.bus.rehandle`), its decisions published before the `after_replay` backlog.
+
 Ticks leave the loop to the consumers: a tick that took longer than `SLOW_TICK_S` is
 followed by as long without ticks (calls of `tick` in that window return at once), so a
 core whose periodic decisions grow costly (the resource manager with tens of thousands of
@@ -66,6 +71,7 @@ from peloton.bus.deadletter import dead_letter
 from peloton.bus.keys import key_of
 from peloton.bus.metrics import PUBLISH_REFUSED, service_label
 from peloton.bus.publisher import Delivered, Publisher, PublishError
+from peloton.bus.rehandle import rehandle_topics
 from peloton.bus.replay import Positions, StartBeyondEnd, replay_topics
 from peloton.bus.snapshots import (
     FORMAT,
@@ -172,6 +178,7 @@ class CoreDriver:
         # so their position is what this shell delivered (see `_advance_own`)
         self._own = set(core.replay) - set(core.inputs)
         self._partition_counts: dict[str, int] | None = None  # `_tell_partitions`
+        self._restored_from: Positions = {}  # the positions of the snapshot restored last
 
     # ---- properties of the core ---------------------------------------------------------
     @property
@@ -210,8 +217,9 @@ class CoreDriver:
         self.backlog = []
         if not decide:
             return folded
+        again = await self._handle_again()
         try:
-            self.backlog = self.core.after_replay(self.clock())
+            self.backlog = again + self.core.after_replay(self.clock())
         except Exception:  # a core bug: no decisions now, the state stays as the log says
             log.exception("%s: after_replay raised; rebuilding without its decisions",
                           self.name)
@@ -219,7 +227,20 @@ class CoreDriver:
             if self.core.replay:
                 folded = await self._rebuild(read_topic=False)
                 await self._tell_partitions()
+                self.backlog = await self._handle_again()
         return folded
+
+    async def _handle_again(self) -> list[Event]:
+        """The decisions of the records of the core's `rehandle` topics (read whole, no
+        group offset) since the restored snapshot's positions (`peloton.bus.rehandle`);
+        their positions move to where that ended."""
+        if not getattr(self.core, "rehandle", ()):
+            return []
+        decided, reached = await rehandle_topics(self.bootstrap, self.core, self.codec,
+                                                 self._restored_from, self.clock(),
+                                                 self.takes, self.name)
+        self.positions.update(reached)
+        return decided
 
     async def _tell_partitions(self) -> None:
         """Tell a core that asks (`partitions_known`) its input topics' partition counts on
@@ -239,6 +260,7 @@ class CoreDriver:
             return 0
         candidates = await self._snapshots(read_topic)
         start: Positions = {}
+        self._restored_from = start
         restored = ""
         fresh = self._used  # the given core is still empty on the first start
         for snap in candidates:
@@ -253,7 +275,7 @@ class CoreDriver:
                 log.warning("%s: snapshot %s unusable (%s)", self.name,
                             snap.header.snapshot_id, exc)
                 continue
-            start = dict(snap.header.positions)
+            start = self._restored_from = dict(snap.header.positions)
             restored = f"snapshot {snap.header.snapshot_id} + tail"
             self._last_snapshot = snap
             break
@@ -269,6 +291,7 @@ class CoreDriver:
             log.warning("%s: snapshot %s does not fit this log (%s); replaying the whole "
                         "log", self.name, restored, exc)
             self._last_snapshot = None
+            self._restored_from = {}
             self.core = self._factory()
             return await self._fold_tail({}, "full replay", started)
 
@@ -750,8 +773,8 @@ class CoreDriver:
                          snapshotfork.worth_forking(len(last.blob) if last else None)
                          else None)
                 text = b"" if child else state_json(self.core.snapshot())
-                positions = {tp: o for tp, o in self.positions.items()
-                             if tp[0] in self.core.replay}
+                covered = {*self.core.replay, *getattr(self.core, "rehandle", ())}
+                positions = {tp: o for tp, o in self.positions.items() if tp[0] in covered}
                 self.folded_since_snapshot = 0
             held_s = time.monotonic() - began
             try:

@@ -11,16 +11,19 @@ every co-partitioned topic it reads: the service's own topics and its inbox
   publishes the parts to the inbox, then its records count as done).
 - Shards: for each assigned partition p, one core (`shard_factory`) in its own
   `CoreDriver` named `<service>-p<p>`: it reads partition p of the co-partitioned topics
-  and all of the others (the broadcast topics, few records: the pools, the hosts), replays
-  partition p of its own replay topics plus the broadcast ones, and writes its snapshots,
+  and all of the others (the broadcast topics: the pools, the hosts; and the types it
+  reads whole, `Route.shares`: the job manager's launches and statuses, the host
+  manager's placements and job-events), replays partition p of its own replay topics
+  plus the broadcast ones it folds, and writes its snapshots,
   named for it, on the service's snapshot topic (every rule of `peloton.bus.service`
   holds per shard: decide, publish, then commit; snapshots cover only published output).
 - Broadcast topics are read by one plain consumer (no group: every instance reads them
   whole) from the log end at start, and each record is handed to every shard, which
-  skips what its rebuild already folded. On the dev broker a partition of job-events (the
-  host manager's shards read it whole) is read at most every 100 ms
-  (`devbroker.whole_read_pace`, `peloton.bus.fetchpace`: fewer, larger reads, cheaper per
-  record for the host manager and the broker). A shard being built
+  skips what its rebuild already folded (or handled again: a core's `rehandle` topics,
+  whose positions its snapshots keep, `peloton.bus.rehandle`). On the dev broker a
+  partition of job-events (the host manager's shards read it whole) is read at most
+  every 100 ms (`devbroker.whole_read_pace`, `peloton.bus.fetchpace`: fewer, larger
+  reads, cheaper per record for the host manager and the broker). A shard being built
   holds the broadcast reader back, so no broadcast record falls between its replay's end
   and its first live record.
 

@@ -25,7 +25,12 @@ its keys (`share`, the same cut as `split`). That saves a hop (a consume, a publ
 consume) between the fact and its decision, and costs each partition the decode of the
 whole fact: worth it for a fact on the path of every run's start whose items are few per
 record compared with the service's own load (the host manager's placements: its load is
-the heartbeats of its hosts).
+the heartbeats of its hosts), or when the instances are few (the job manager's launches
+and statuses: with two instances a router's decode, publish and the owner's decode of the
+part cost more than a second decode of the whole). A shared type the service decides on
+(rather than folds) has no group offset to resume from: its positions are in the shard's
+snapshots and a rebuild handles it again from there (`core.rehandle`,
+`peloton.bus.rehandle`).
 
 Guarantees (pure, property-tested): the parts' items are exactly the fact's items (each
 once); every item of a part hashes to the part's partition; a fact with no items gives no

@@ -11,6 +11,10 @@ Contract: decide, publish, then commit (the same for every service).
    `core.after_replay` gives a backlog of decisions, published like any other: it must
    decide whatever the replay folded that was never handled (the live intake skips it).
    An `after_replay` that raises leaves the core as the log says, with no backlog.
+   A core that reads topics whole with no consumer group there (optional `rehandle`: a
+   job manager shard's launches and statuses) keeps their positions in its snapshots,
+   and its rebuild handles their records again from those positions, after the replay
+   (`peloton.bus.rehandle`); the decisions go out before the backlog.
 2. Live: a Faust intake task per input topic (`peloton.bus.intake`: the app's consumer
    group and conductor, without a per-record stream) takes the records available (up to
    `batch_max`) and hands the batch to the `CoreDriver`

@@ -108,9 +108,9 @@ def build() -> typer.Typer:
         if partitioned:
             from peloton.jobmgr.shard import JOB_ROUTE, JobShardCore
 
-            JobShardCore.from_env(os.environ)  # a bad setting fails here, once
+            JobShardCore.from_env(os.environ, partition=0)  # a bad setting fails here
             run_partitioned("jobmgr", instance, JOB_ROUTE,
-                            lambda p: JobShardCore.from_env(os.environ), bootstrap,
+                            lambda p: JobShardCore.from_env(os.environ, partition=p), bootstrap,
                             log_format, static_membership,
                             **snapshot_options(snapshot_interval, snapshot_every, snapshots),
                             **health_options(health_port, health_bind))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from peloton.jobmgr.domain.book import JobBook
 from peloton.jobmgr.domain.retention import DEFAULT_RETENTION_MS
@@ -81,8 +81,9 @@ class JobManagerCore:
         self.book = JobBook(retention_ms, self.timeouts)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> JobManagerCore:
-        """A core with the settings of the module doc (raises ValueError on a bad one)."""
+    def from_env(cls, environ: Mapping[str, str], **options: Any) -> Self:
+        """A core with the settings of the module doc (raises ValueError on a bad one);
+        `options` go to the constructor as they are (a shard's partition)."""
         default = Timeouts()
         return cls(_ms(environ, ENV_RETENTION, DEFAULT_RETENTION_MS), Timeouts(
             placement_ms=_ms(environ, ENV_PLACEMENT_TIMEOUT, default.placement_ms),
@@ -92,7 +93,8 @@ class JobManagerCore:
             restart_base_ms=_ms(environ, ENV_RESTART_BACKOFF, default.restart_base_ms),
             in_place_ms=_ms(environ, ENV_IN_PLACE_WAIT, default.in_place_ms),
             reconcile_ms=_ms(environ, ENV_RECONCILE_AFTER, default.reconcile_ms),
-            reconcile_every_ms=_ms(environ, ENV_RECONCILE_EVERY, default.reconcile_every_ms)))
+            reconcile_every_ms=_ms(environ, ENV_RECONCILE_EVERY, default.reconcile_every_ms)),
+            **options)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.book.apply(etype, body)

@@ -9,16 +9,28 @@ An instance runs one `JobShardCore` per partition it owns: the same book and dec
 the single job manager (`JobManagerCore`), restricted to the jobs of that partition. Its
 inputs:
 - partition p of the own topics and of the inbox `jobmgr-inbox`, where the job router
-  (`JOB_ROUTE`, `peloton.bus.routing.RouterCore`) puts the share of partition p of every
-  other service's facts (the host manager's rejections and launches, agents' statuses,
-  lost hosts' runs, preemptions), split by job;
+  (`JOB_ROUTE`, `peloton.bus.routing.RouterCore`) puts the share of partition p of the
+  host manager's rejections, lost hosts' runs and the resource manager's preemptions,
+  split by job;
+- the host manager's launches (task-launch-requested) and the agents' statuses
+  (task-status-reported), read whole: each partition keeps the items of its jobs
+  (`JOB_ROUTE.shares`, `routing.share`), so an agent's report of a run's start or end
+  reaches the shard that records it without a router hop (a consume, a publish, a
+  consume: measured in docs/performance.md, "Launches and statuses read whole"). Until
+  session 35 the router split them onto the inbox; parts it wrote before an upgrade are
+  still read there (the book takes a fact about a run once);
 - the few facts every partition needs, read whole: entitlement-updated (the pools) and
   host-events (host states for daemons and drains).
 Its replay (rebuild) is partition p of the requests and its own facts (job-submitted,
 job-kill-requested, job-update-requested, job-events) plus those two, and its snapshot
 covers exactly those positions, so a partition moves between instances as a restart
 moves a whole job manager: restore the partition's snapshot, fold the tail, decide what
-was left undecided (`after_replay`), consume from the group's committed offsets.
+was left undecided (`after_replay`), consume from the group's committed offsets. The
+launches and statuses have no group offset (every shard reads them whole): their
+positions are in the snapshot too, and the rebuild handles their records again from
+there (`rehandle`, `peloton.bus.rehandle`): what the last owner decided of them is in
+job-events, folded, and the book makes nothing of it twice; what it had not published
+is decided then.
 
 One difference from the single job manager: several partitions account for one drain.
 Each publishes its own HostDrainProgressed (what it moved on the host, why its jobs' runs
@@ -31,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peloton.bus.routing import Route, Split, item_field
+from peloton.bus.routing import Route, Split, item_field, partition_of, share
 from peloton.jobmgr.service import JobManagerCore
 from peloton.model.event import Event
 from peloton.model.ids import parse_run_id
@@ -54,13 +66,15 @@ JOB_ROUTE = Route(
          "tasks-admitted", "placement-made"),
     splits={
         "PlacementRejected": Split("rejections", item_field("job_id")),
-        "TaskLaunchRequested": Split("launches", item_field("job_id")),
-        "TaskStatusReported": Split("statuses", item_field("job_id")),
         "HostLost": Split("runs", _run_job),
         "TasksPreempted": Split("tasks", item_field("job_id")),
     },
     ignored=JobManagerCore.ignores,
+    shares={"TaskLaunchRequested": Split("launches", item_field("job_id")),
+            "TaskStatusReported": Split("statuses", item_field("job_id"))},
 )
+#: the partition of a job (the inbox's count, as the router splits: `route.partitions`)
+_PARTITION_OF = partition_of(JOB_ROUTE.inbox or JOB_ROUTE.own[0])
 
 _OTHERS_ACCOUNT = "HostDrainProgressed"
 
@@ -70,10 +84,19 @@ class JobShardCore(JobManagerCore):
 
     inputs: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "job-update-requested", "tasks-admitted",
-        "placement-made", "jobmgr-inbox", "entitlement-updated", "host-events")
+        "placement-made", "jobmgr-inbox", "entitlement-updated", "host-events",
+        "task-launch-requested", "task-status-reported")
+    #: read whole with no group offset: handled again at a rebuild from the snapshot's
+    #: positions (module doc)
+    rehandle: tuple[str, ...] = ("task-launch-requested", "task-status-reported")
     replay: tuple[str, ...] = (
         "job-submitted", "job-kill-requested", "job-events", "entitlement-updated",
         "host-events", "job-update-requested")
+
+    def __init__(self, *args: Any, partition: int, **kwargs: Any) -> None:
+        """The core of partition `partition` (`JobManagerCore`'s options before it)."""
+        super().__init__(*args, **kwargs)
+        self.partition = partition
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         if etype != _OTHERS_ACCOUNT:
@@ -82,4 +105,10 @@ class JobShardCore(JobManagerCore):
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
         if etype == _OTHERS_ACCOUNT:
             return []
+        rule = JOB_ROUTE.shares.get(etype)
+        if rule is not None:  # read whole: the items of this partition's jobs
+            mine = share(rule, body, self.partition, _PARTITION_OF)
+            if mine is None:
+                return []
+            body = mine
         return super().handle(etype, body, now)

@@ -11,8 +11,10 @@ their start, and each run gets the last hop its first end report reached (`STEPS
 - `never reported by its agent`: task-status-reported holds no end of the run but the
   answer to the question (the agent's side: its runner, its book, its publisher);
 - `reported, not routed to the job manager`: an agent's report of the end is on
-  task-status-reported, and no part of it is in jobmgr-inbox (the job manager's router);
-- `routed, not recorded` (`reported, not recorded` with one job manager): the report
+  task-status-reported, and no part of it is in jobmgr-inbox (the job manager's router,
+  which split the statuses until session 35);
+- `routed, not recorded` (`reported, not recorded` with one job manager, and with a
+  partitioned one since session 35, whose shards read the statuses whole): the report
   reached the job manager's input and the job manager did not record it (its consumer
   or its core).
 
@@ -23,7 +25,9 @@ routed and not recorded: one short range points at a batch the consumer passed o
 manager's consumer group (`peloton-jobmgr`, router and shards alike) has committed on
 their topic: those were taken and counted as done without effect (lost inside the
 service: its intake, its driver or its core), the others were never taken (a consumer
-that stopped or fell behind).
+that stopped or fell behind). A partitioned job manager's shards commit nothing on
+task-status-reported (they read it whole, their positions in their snapshots), so
+there it counts none.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ class EndTrail:
 @dataclass
 class EndTrails:
     """The trails of the runs asked about, whether the job manager's inbox held any part
-    (it is partitioned), and its group's committed offsets of the two topics."""
+    of a status report (its router split them), and its group's committed offsets of the
+    two topics."""
 
     trails: dict[Run, EndTrail]
     routing: bool
@@ -74,7 +79,7 @@ class EndTrails:
 
 def step_of(trail: EndTrail | None, routing: bool) -> str:
     """The last hop (`STEPS`) the run's first end report reached; `routing`: the job
-    manager is partitioned (its inbox holds parts)."""
+    manager's router split the statuses (its inbox holds parts of them)."""
     if trail is None or not trail.reported:
         return STEPS[0]
     if not routing:
@@ -91,11 +96,11 @@ async def read_end_trails(bootstrap: str, runs: set[Run]) -> EndTrails:
     async with aclosing(read_to_end(bootstrap, _TOPICS)) as records:
         async for rec in records:
             inbox = rec.topic == "jobmgr-inbox"
-            routing = routing or inbox
             partitions.add((rec.topic, rec.partition))
             for etype, body in codec.decode_each(rec.value):
                 if etype != "TaskStatusReported":
                     continue
+                routing = routing or inbox  # the router split statuses (before session 35)
                 for st in body["statuses"]:
                     key = (st["job_id"], st["instance"], st["run"])
                     if key not in runs or st["state"] not in _ENDS:

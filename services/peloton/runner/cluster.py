@@ -53,7 +53,7 @@ def cluster(seed: int = 0, hosts: int = 20, cpu: float = 64.0, memory: float = 6
 
 #: the services that run partitioned: their route and the core of partition p
 PARTITIONED: dict[str, tuple[Route, Callable[[int], ServiceCore]]] = {
-    "jobmgr": (JOB_ROUTE, lambda p: JobShardCore()),
+    "jobmgr": (JOB_ROUTE, lambda p: JobShardCore(partition=p)),
     "hostmgr": (HOST_ROUTE, HostShardCore),
     "placement": (PLACEMENT_ROUTE, PlacementShardCore),
 }
