@@ -44,12 +44,18 @@ async def started(broker: str) -> Any:
     return driver
 
 
+async def first_reading(broker: str, jobs: list[str]) -> Any:
+    """A first driver that has read and answered the submissions of `jobs`."""
+    await ensure_topics(broker)
+    first = await started(broker)
+    await submit(broker, jobs)
+    assert (await consume_live(first, broker))[0] == len(jobs)
+    return first
+
+
 async def test_a_successor_decides_what_was_read_after_the_snapshot_and_nothing_twice(
         fresh_broker: str) -> None:
-    await ensure_topics(fresh_broker)
-    first = await started(fresh_broker)
-    await submit(fresh_broker, JOBS[:20])
-    assert (await consume_live(first, fresh_broker))[0] == 20
+    first = await first_reading(fresh_broker, JOBS[:20])
     assert await first.snapshot()
     snap = first._last_snapshot
     assert snap is not None
@@ -68,10 +74,7 @@ async def test_a_successor_decides_what_was_read_after_the_snapshot_and_nothing_
 
 async def test_without_a_snapshot_every_record_is_handled_again_and_decided_once(
         fresh_broker: str) -> None:
-    await ensure_topics(fresh_broker)
-    first = await started(fresh_broker)
-    await submit(fresh_broker, JOBS[:12])
-    assert (await consume_live(first, fresh_broker))[0] == 12
+    first = await first_reading(fresh_broker, JOBS[:12])
     await first.stop()
     await submit(fresh_broker, JOBS[12:15])
     second = await started(fresh_broker)
