@@ -233,9 +233,7 @@ class CoreDriver:
     async def _handle_again(self) -> list[Event]:
         """The decisions of the records of the core's `rehandle` topics (read whole, no
         group offset) since the restored snapshot's positions (`peloton.bus.rehandle`);
-        their positions move to where that ended."""
-        if not getattr(self.core, "rehandle", ()):
-            return []
+        their positions move to where that ended (none for a core without them)."""
         decided, reached = await rehandle_topics(self.bootstrap, self.core, self.codec,
                                                  self._restored_from, self.clock(),
                                                  self.takes, self.name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from peloton.bus.codec import Codec
@@ -50,17 +51,15 @@ async def rehandle_topics(bootstrap: str, core: Any, codec: Codec, start: Positi
         decided.extend(core.handle(etype, body, now))
         handled += 1
 
+    read = partial(replay_topics, bootstrap, topics, codec, handle,
+                   skip=getattr(core, "ignores", None) or (), takes=takes)
     mine = {tp: o for tp, o in start.items() if tp[0] in topics}
     try:
-        positions = await replay_topics(bootstrap, topics, codec, handle, start=mine,
-                                        skip=getattr(core, "ignores", None) or (),
-                                        takes=takes)
+        positions = await read(start=mine)
     except StartBeyondEnd as exc:
         log.warning("%s: %s; handling %s again from their start", name, exc,
                     ", ".join(topics))
-        positions = await replay_topics(bootstrap, topics, codec, handle,
-                                        skip=getattr(core, "ignores", None) or (),
-                                        takes=takes)
+        positions = await read()
     log.info("%s: handled %d facts of %s again (from %s): %d decisions", name, handled,
              ", ".join(topics), "the snapshot's positions" if mine else "their start",
              len(decided))
