@@ -59,7 +59,7 @@ from peloton.model.event import Event
 from peloton.model.jobshards import by_shard
 
 __all__ = ["Split", "Whole", "Route", "RouterCore", "partition_for", "partition_of", "split",
-           "share", "check_copartitioned", "item_field"]
+           "share", "taken", "check_copartitioned", "item_field"]
 
 
 @lru_cache(maxsize=1 << 13)
@@ -185,6 +185,15 @@ def share(rule: Split, body: Mapping[str, Any], partition: int,
     if not mine:
         return None
     return dict(body) if len(mine) == len(items) else {**body, rule.items: mine}
+
+
+def taken(route: Route, etype: str, body: dict[str, Any], partition: int,
+          partition_of: Callable[[str], int]) -> dict[str, Any] | None:
+    """The fact as partition `partition` of a route's service takes it: a type the route
+    shares (`Route.shares`) cut to the items of its keys (`share`; None: none is), any
+    other type as it is."""
+    rule = route.shares.get(etype)
+    return body if rule is None else share(rule, body, partition, partition_of)
 
 
 def check_copartitioned(route: Route) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peloton.bus.routing import Route, Split, Whole, item_field, partition_of, share
+from peloton.bus.routing import Route, Split, Whole, item_field, partition_of, taken
 from peloton.hostmgr.domain import snapshot
 from peloton.hostmgr.service import HostManagerCore
 from peloton.model.event import Event
@@ -71,10 +71,7 @@ class HostShardCore(HostManagerCore):
         """The fact as this partition takes it: a shared type cut to the items of its
         hosts (None: none is), by host-registered's partition count as the broker has it
         (`book.zone_of`, `partitions_known`); any other as it is."""
-        rule = HOST_ROUTE.shares.get(etype)
-        if rule is None:
-            return body
-        return share(rule, body, self.partition,
+        return taken(HOST_ROUTE, etype, body, self.partition,
                      self.book.zone_of or partition_of("host-registered"))
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:

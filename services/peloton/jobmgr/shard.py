@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from peloton.bus.routing import Route, Split, item_field, partition_of, share
+from peloton.bus.routing import Route, Split, item_field, partition_of, taken
 from peloton.jobmgr.service import JobManagerCore
 from peloton.model.event import Event
 from peloton.model.ids import parse_run_id
@@ -105,10 +105,7 @@ class JobShardCore(JobManagerCore):
     def handle(self, etype: str, body: dict[str, Any], now: int) -> list[Event]:
         if etype == _OTHERS_ACCOUNT:
             return []
-        rule = JOB_ROUTE.shares.get(etype)
-        if rule is not None:  # read whole: the items of this partition's jobs
-            mine = share(rule, body, self.partition, _PARTITION_OF)
-            if mine is None:
-                return []
-            body = mine
-        return super().handle(etype, body, now)
+        # launches and statuses are read whole: the items of this partition's jobs
+        if (mine := taken(JOB_ROUTE, etype, body, self.partition, _PARTITION_OF)) is None:
+            return []
+        return super().handle(etype, mine, now)
