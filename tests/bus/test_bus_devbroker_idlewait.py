@@ -16,8 +16,8 @@ import sys
 import time
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from broker_topics import create_topic
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from broker_topics import create_topic, reader_and_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,8 +26,6 @@ from peloton.bus.devbroker import (
     IDLE_AFTER_FETCHES,
     IDLE_FETCH_WAIT_MS,
     FetchWait,
-    consumer_settings,
-    producer_settings,
 )
 
 
@@ -77,13 +75,8 @@ async def test_an_idle_consumer_waits_longer_and_a_record_brings_it_back(
         monkeypatch: pytest.MonkeyPatch, fresh_broker: str) -> None:
     monkeypatch.setenv("PELOTON_BROKER_KIND", "tansu")
     await create_topic(fresh_broker, "idle-wait", 4)
-    consumer = AIOKafkaConsumer(bootstrap_servers=fresh_broker, enable_auto_commit=False,
-                                auto_offset_reset="earliest", **consumer_settings())
-    producer = AIOKafkaProducer(bootstrap_servers=fresh_broker, **producer_settings())
-    await consumer.start()
-    await producer.start()
-    try:
-        consumer.assign([TopicPartition("idle-wait", p) for p in range(4)])
+    async with reader_and_writer(fresh_broker, [TopicPartition("idle-wait", p)
+                                                for p in range(4)]) as (consumer, producer):
         assert await _fetch_until(consumer, IDLE_FETCH_WAIT_MS, 10) == 0
         for round_ in range(3):  # idle, a record, busy, idle again
             sent = time.monotonic()
@@ -98,6 +91,3 @@ async def test_an_idle_consumer_waits_longer_and_a_record_brings_it_back(
             assert consumer._fetcher._fetch_max_wait_ms == FETCH_MAX_WAIT_MS
             # ... and with nothing more written it is idle again
             assert await _fetch_until(consumer, IDLE_FETCH_WAIT_MS, 10) == 0
-    finally:
-        await consumer.stop()
-        await producer.stop()

@@ -11,12 +11,12 @@ import sys
 import time
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from broker_topics import create_topic
+from aiokafka import TopicPartition
+from broker_topics import create_topic, reader_and_writer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peloton.bus.devbroker import WHOLE_READ_PACE_MS, consumer_settings, producer_settings
+from peloton.bus.devbroker import WHOLE_READ_PACE_MS
 from peloton.bus.fetchpace import FetchPacer, paced_getmany
 
 PARTS = [("slow", 0), ("slow", 1), ("fast", 0)]
@@ -66,14 +66,10 @@ async def test_on_a_real_broker_every_record_is_read_once_in_order_the_paced_one
         fresh_broker: str) -> None:
     await create_topic(fresh_broker, "paced-slow", 1)
     await create_topic(fresh_broker, "paced-fast", 1)
-    consumer = AIOKafkaConsumer(bootstrap_servers=fresh_broker, enable_auto_commit=False,
-                                auto_offset_reset="earliest", **consumer_settings())
-    producer = AIOKafkaProducer(bootstrap_servers=fresh_broker, **producer_settings())
-    await consumer.start()
-    await producer.start()
     sent = 150
-    try:
-        consumer.assign([TopicPartition("paced-slow", 0), TopicPartition("paced-fast", 0)])
+    async with reader_and_writer(fresh_broker, [TopicPartition("paced-slow", 0),
+                                                TopicPartition("paced-fast", 0)]) as (
+            consumer, producer):
         pacer = FetchPacer({"paced-slow": 100})
         got: dict[str, list[bytes]] = {"paced-slow": [], "paced-fast": []}
         reads: dict[str, int] = {"paced-slow": 0, "paced-fast": 0}
@@ -100,6 +96,3 @@ async def test_on_a_real_broker_every_record_is_read_once_in_order_the_paced_one
         # the reads of what was left); the other read as records came
         assert reads["paced-slow"] <= 25
         assert reads["paced-fast"] > 2 * reads["paced-slow"]
-    finally:
-        await consumer.stop()
-        await producer.stop()

@@ -4,6 +4,8 @@ events written to topics as a service would; shared by the bus and minicluster t
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -11,6 +13,25 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from peloton.bus.codec import default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets, producer_settings
+
+
+@contextlib.asynccontextmanager
+async def reader_and_writer(bootstrap: str, partitions: list[TopicPartition],
+                            ) -> AsyncIterator[tuple[AIOKafkaConsumer, AIOKafkaProducer]]:
+    """A started consumer assigned `partitions` (no group, from the earliest offset) and a
+    started producer, with the dev broker's settings as the environment has them now; both
+    stopped after."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                auto_offset_reset="earliest", **consumer_settings())  # type: ignore[arg-type]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **producer_settings())  # type: ignore[arg-type]
+    await consumer.start()
+    await producer.start()
+    try:
+        consumer.assign(partitions)
+        yield consumer, producer
+    finally:
+        await consumer.stop()
+        await producer.stop()
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
