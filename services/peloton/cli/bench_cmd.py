@@ -108,6 +108,26 @@ def register(app: typer.Typer) -> typer.Typer:
             result = joined_bench(facts, batch, repeats, progress=update)
         show(result, output, "joined")
 
+    @bench.command("devbroker")
+    def devbroker_cmd(held: Annotated[list[int] | None, typer.Option(
+                          help="batches stored before each row (growing; repeat the "
+                               "option)")] = None,
+                      rate: Annotated[int, typer.Option(
+                          min=1, help="one-record batches a second of the load")] = 300,
+                      readers: Annotated[int, typer.Option(
+                          min=1, help="consumers tailing the load")] = 3,
+                      seconds: Annotated[float, typer.Option(
+                          min=0.5, help="measured seconds a row")] = 5.0,
+                      output: Output = "table") -> None:
+        """What the dev broker pays for one steady load as its store grows: fresh, with
+        batches held in a topic nobody reads, and in the load's own partitions."""
+        from peloton.bus.brokerbench import broker_bench
+
+        with _bar("devbroker") as update:
+            result = broker_bench(held or [20_000, 40_000], rate, readers, seconds,
+                                  progress=update)
+        show(result, output, "devbroker")
+
     @bench.command("burst")
     def burst_cmd(
         jobs: int = 5_000, hosts: int = 50,

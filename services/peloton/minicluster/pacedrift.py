@@ -4,8 +4,9 @@ A paced wave offers the same load from its first second to its last, so a cluste
 keeps up shows the same submit -> RUNNING in its last quarter as in its first. Where the
 latency climbs instead, something grew while the load did not: on the dev broker that is
 the broker itself (0.4 core at the start of the goal's wave, 0.6-0.7 at its end, with two
-instances of each: docs/performance.md, "A paced wave's drift"), and on a machine already
-full it takes the services' share.
+instances of each: docs/performance.md, "A paced wave's drift"; each of its fetches that
+returns records lists every batch the partition holds: "The dev broker's climb, found"),
+and on a machine already full it takes the services' share.
 
 `quarters` splits the wave's tasks by when their job was submitted (first and last
 quarter of the submissions' span) and gives each quarter's p50/p99 submit -> RUNNING;
