@@ -7,6 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobmgr_driver import Jobmgr, changes, job_states
+from test_jobmgr_handover import draining_web, kills
 
 from peloton.jobmgr.domain.book import JobBook
 from peloton.jobmgr.domain.reconciliation import ASKED
@@ -102,3 +103,44 @@ def test_only_runs_on_a_host_with_no_news_are_asked_and_each_at_most_every_inter
         task = jm.book.jobs["j"].tasks[instance] if "j" in jm.book.jobs else None
         if task is not None and task.host is not None and task.state.value == "RUNNING":
             jm.status(task.host, "j", instance, "SUCCEEDED", run=task.run, exit_code=0)
+
+
+# a drain's outgoing run (jobmgr/domain/handover.py): the run a replacement supersedes,
+# still on its draining host until its own end
+
+
+def test_a_drain_s_outgoing_run_whose_end_report_was_lost_is_asked_about_and_ends() -> None:
+    j = Jobmgr()
+    draining_web(j)  # web/0 run 1 serves on h0, which drains; its replacement is run 2
+    j.to_running("web", 0, "h2", run=2)
+    assert kills(j.tick(1_000)) == [("h0", "web", 0, 1)]  # its KILLED report gets lost
+    assert ("web", 0, 1) not in asked(j.tick(40 * S)).get("h0", [])  # news of its kill
+    assert asked(j.tick(40 * S))["h0"] == [("web", 0, 1)]  # a minute with no news
+    out = j.status("h0", "web", 0, "KILLED", run=1,
+                   message="killed (reported again: reconciliation)")
+    assert changes(out) == [("web", 0, 1, "KILLING", "KILLED")]
+    assert j.book.outgoing == {"h0": {}}  # the host may be DRAINED now
+    assert j.task("web", 0).run == 2 and j.task("web", 0).state.value == "RUNNING"
+    assert "h0" not in asked(j.tick(20 * MIN))  # nothing on h0 any more
+
+
+def test_an_outgoing_run_its_agent_does_not_know_ends_lost_and_its_task_runs_on() -> None:
+    j = Jobmgr()
+    draining_web(j)
+    j.to_running("web", 0, "h2", run=2)
+    j.tick(1_000)
+    assert asked(j.tick(2 * MIN))["h0"] == [("web", 0, 1)]
+    out = j.status("h0", "web", 0, "LOST", run=1, message="the agent of h0 does not know it")
+    assert changes(out) == [("web", 0, 1, "KILLING", "LOST")]  # no new run: run 2 serves
+    assert j.task("web", 0).run == 2 and j.book.outgoing == {"h0": {}}
+
+
+def test_a_serving_outgoing_run_is_asked_about_and_running_changes_nothing() -> None:
+    j = Jobmgr()
+    draining_web(j)  # the replacement has not run yet: run 1 serves on
+    j.tick(1_000)
+    assert asked(j.tick(70 * S))["h0"] == [("web", 0, 1)]
+    assert changes(j.status("h0", "web", 0, "RUNNING", run=1)) == []
+    assert j.book.outgoing == {"h0": {("web", 0): None}}
+    assert "h0" not in asked(j.tick(5 * MIN))  # asked: not again before ten minutes
+    assert asked(j.tick(6 * MIN))["h0"] == [("web", 0, 1)]

@@ -15,15 +15,22 @@ end back. So, at every tick from `scan_every_ms` on:
   (a long-running service instance costs one question and one answer that often);
 - the answers are ordinary agent statuses: RUNNING changes nothing for a RUNNING run,
   an end ends it, LOST ends it LOST (retried as any lost run).
+- a drain's outgoing run (the run a replacement supersedes, still on its draining host
+  until its end: `handover`) is asked about alike, counted quiet from the first scan that
+  saw it as it is now (serving, or its kill decided): the book keeps no time of its own
+  for it. Its end answered again, or LOST, ends it as the older run it is (the current
+  run goes on), so a lost report of its end no longer keeps the host from DRAINED.
 
-`asked` is soft state: not snapshotted nor folded (a restarted job manager asks again, at
-worst once more per run), and it keeps only runs still on a host. Deterministic: the
+`asked` and `outgoing_seen` are soft state: not snapshotted nor folded (a restarted job
+manager asks again, at worst once more per run, and an outgoing run's quiet time starts
+again), and they keep only runs still on a host. Deterministic: the
 times are the ticks' `now_ms`, the questions are sorted. A scan costs O(runs on hosts):
 about 0.1 s for 100,000 runs on 1,000 hosts (once per `scan_every_ms`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,6 +51,7 @@ RunKey = tuple[str, int, int]
 class _Book(Protocol):
     jobs: dict[str, JobRecord]
     on_host: dict[str, dict[tuple[str, int], None]]
+    outgoing: dict[str, dict[tuple[str, int], None]]
 
 
 @dataclass
@@ -54,6 +62,8 @@ class Reconciler:
     every_ms: int = 600_000
     scan_every_ms: int = 10_000
     asked: dict[RunKey, int] = field(default_factory=dict)  # run -> when last asked
+    #: outgoing run -> (its kill decided?, the first scan that saw it so)
+    outgoing_seen: dict[RunKey, tuple[bool, int]] = field(default_factory=dict)
     next_scan_ms: int = 0
 
     def due(self, book: _Book, now_ms: int) -> list[Event]:
@@ -63,21 +73,18 @@ class Reconciler:
         self.next_scan_ms = now_ms + self.scan_every_ms
         by_host: dict[str, list[RunKey]] = {}
         still: dict[RunKey, int] = {}
-        asked, jobs = self.asked, book.jobs
+        asked = self.asked
         quiet_since = now_ms - self.after_ms  # a change at or before this is old enough
-        for host, runs in book.on_host.items():  # any order: the questions are sorted
-            for job_id, instance in runs:
-                task = jobs[job_id].tasks[instance]
-                key = (job_id, instance, task.run)
-                last = asked.get(key)
-                if last is not None:
-                    still[key] = last
-                if task.since > quiet_since or task.state not in ASKED:
-                    continue
-                if last is not None and last >= task.since and now_ms - last < self.every_ms:
-                    continue
-                still[key] = now_ms
-                by_host.setdefault(host, []).append(key)
+        for host, key, since, askable in self._runs_on_hosts(book, now_ms):
+            last = asked.get(key)
+            if last is not None:
+                still[key] = last
+            if since > quiet_since or not askable:
+                continue
+            if last is not None and last >= since and now_ms - last < self.every_ms:
+                continue
+            still[key] = now_ms
+            by_host.setdefault(host, []).append(key)
         self.asked = still  # runs that left their host are forgotten
         out = []
         for host, keys in sorted(by_host.items()):
@@ -87,3 +94,25 @@ class Reconciler:
                           {"host": host, "at": now_ms, "runs": refs[k:k + CHUNK]})
                     for k in range(0, len(refs), CHUNK)]
         return out
+
+    def _runs_on_hosts(self, book: _Book,
+                       now_ms: int) -> Iterator[tuple[str, RunKey, int, bool]]:
+        """(host, run, news since, may be asked) of every run on a host: the current runs,
+        with their last change's time (asked in the `ASKED` states), then the drains'
+        outgoing runs, with when a scan first saw them as they are (module doc)."""
+        jobs = book.jobs
+        for host, runs in book.on_host.items():  # any order: the questions are sorted
+            for job_id, instance in runs:
+                task = jobs[job_id].tasks[instance]
+                yield host, (job_id, instance, task.run), task.since, task.state in ASKED
+        seen: dict[RunKey, tuple[bool, int]] = {}
+        for host, runs in book.outgoing.items():
+            for job_id, instance in runs:
+                out = jobs[job_id].tasks[instance].outgoing
+                if out is None:
+                    continue
+                key = (job_id, instance, out.run)
+                ending, since = self.outgoing_seen.get(key, (out.ending, now_ms))
+                seen[key] = (out.ending, since if ending == out.ending else now_ms)
+                yield host, key, seen[key][1], True
+        self.outgoing_seen = seen  # outgoing runs that ended are forgotten
