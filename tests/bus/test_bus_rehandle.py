@@ -66,6 +66,7 @@ async def test_a_successor_decides_what_was_read_after_the_snapshot_and_nothing_
     await submit(fresh_broker, JOBS[20:])
     second = await started(fresh_broker)
     assert second.core.handled == 10  # only the records after the snapshot's positions
+    assert second.folded_since_snapshot == 10  # so its next snapshot is due, as after folds
     assert await answers(fresh_broker) == {j: 1 for j in JOBS}
     assert sum(o for tp, o in second.positions.items() if tp[0] == "job-submitted") == 30
     assert await consume_live(second, fresh_broker) == (0, 30)  # all already handled
@@ -79,6 +80,7 @@ async def test_without_a_snapshot_every_record_is_handled_again_and_decided_once
     await submit(fresh_broker, JOBS[12:15])
     second = await started(fresh_broker)
     assert second.core.handled == 15  # from the start: the answers folded make 12 nothing
+    assert second.folded_since_snapshot == 12 + 15  # the answers folded, the 15 read whole
     assert await answers(fresh_broker) == {j: 1 for j in JOBS[:15]}
     await second.stop()
 

@@ -238,6 +238,11 @@ class CoreDriver:
                                                  self._restored_from, self.clock(),
                                                  self.takes, self.name)
         self.positions.update(reached)
+        # records past what the newest snapshot covers make the next one due, as folds do
+        # (else a shard that only handled records again would wait for new ones)
+        for tp, offset in reached.items():
+            start = self._restored_from.get(tp, 0)
+            self.folded_since_snapshot += offset - start if offset >= start else offset
         return decided
 
     async def _tell_partitions(self) -> None:
