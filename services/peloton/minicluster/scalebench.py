@@ -374,7 +374,7 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
             records0 = asyncio.run(topic_ends(boot))
             cpu0 = cpu_sample(pids)
             # CPU samples during the wave: a paced wave's drift (`pacedrift`) needs them
-            timeline: Any = CpuTimeline(partial(cpu_sample, pids)) if wave.paced else None
+            timeline = CpuTimeline(partial(cpu_sample, pids)) if wave.paced else None
             with timeline or contextlib.nullcontext():
                 out = asyncio.run(run_burst(boot, sizes, duration_s, task_cpu, settle_s,
                                             timeout_s, say, jobs_per_s(sizes, rate),
@@ -382,7 +382,7 @@ def _run_config(config: ScaleConfig, waves: list[Wave], hosts: int, agent_proces
             cpu1 = cpu_sample(pids)
             records = asyncio.run(topic_ends(boot)) - records0
             fig = {**burst_figures(out), **asyncio.run(stuck_diagnosis(boot, out, say))}
-            if wave.paced:
+            if timeline is not None:
                 fig["drift"] = drift(out.follower.running_by_submit(out.submitted),
                                      timeline.samples, cpu_seconds)
             rows.append(_wave_row(wave, sizes, rate, fig,
