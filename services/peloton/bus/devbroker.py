@@ -33,19 +33,19 @@ Measured gaps (README, "The dev broker and production"):
   watermark, every one of them readable.
 - Its memory storage keeps every batch as an object, never deleted (no retention; its
   DeleteRecords is unimplemented), and a fetch that returns records lists every batch its
-  partition holds (read from Tansu's source, `tansu-storage/src/dynostore.rs`): about
-  0.8 ms of its CPU per 1,000 batches the partition holds, whether the fetch returns one
-  batch or fifty (measured: 8.0-8.5 ms at 10,000 held). A fetch at the log end, a
-  produce, and batches held in partitions nobody fetches cost little more as the store
-  grows (`peloton bench devbroker`, `peloton.bus.brokerbench`: 300 one-record batches a
-  second, 3 readers, 0.29 core fresh, 0.36 with 40,000 batches held in a topic nobody
-  reads, 1.7 cores and the load slowed to 52 batches/s with them held in the load's own
+  partition holds (read from Tansu's source, `tansu-storage/src/dynostore.rs`): about 0.8
+  ms of its CPU per 1,000 batches the partition holds, whether the fetch returns one batch
+  or fifty (measured: 8.0-8.5 ms at 10,000 held). A fetch at the log end, a produce, and
+  batches held in partitions nobody fetches cost little more as the store grows (`peloton
+  bench devbroker`, `peloton.bus.brokerbench`: 300 one-record batches a second, 3 readers,
+  two runs: 0.29-0.30 core fresh, 0.33-0.36 with 40,000 batches held in a topic nobody
+  reads, 1.7 cores and the load slowed to 52-57 batches/s with them held in the load's own
   partitions). So in `bench scale` the broker gets dearer through a run as the partitions
   its services read fill up, by every reader's fetches of them, each reader a small part
-  (session 34's toggled reader, about 0.05 core by this, was within the run's spread).
-  The host manager's shards read job-events whole, and here read a partition of it at
-  most every 100 ms (`whole_read_pace`, `peloton.bus.fetchpace`): fewer, larger reads,
-  measured side by side to cost the host manager a tenth less CPU per task and the
+  (session 34's toggled reader, about 0.05 core by these figures, showed none of it: not
+  explained). The host manager's shards read job-events whole, and here read a partition
+  of it at most every 100 ms (`whole_read_pace`, `peloton.bus.fetchpace`): fewer, larger
+  reads, measured side by side to cost the host manager a tenth less CPU per task and the
   broker a twentieth. Nothing is paced against Apache Kafka (not measured there).
 - InitProducerId v0 is rejected, so idempotent producers are off on the dev broker
   (`producer_settings`). Transactions are not real there (aborted records stay visible),
