@@ -57,6 +57,11 @@ def test_rows_report_their_load_and_the_derived_figures_are_the_rows() -> None:
     assert result["broker cores added per 10,000 batches held (a topic nobody reads)"] == \
         pytest.approx((held - fresh) * 10_000 / 600, abs=1e-3)
     assert steps[0] == "held 0: writing 0 batches" and steps[-1].startswith("fresh broker")
+    reads = {k: v for k, v in result.items() if k.startswith("one read of")}
+    assert list(reads) == [  # partition 0 holds a quarter of the 600, rounded up
+        "one read of the last 1 batch(es) of a partition holding 150: broker ms",
+        "one read of the last 50 batch(es) of a partition holding 150: broker ms"]
+    assert all(v >= 0 for v in reads.values())
 
 
 @pytest.mark.parametrize(("held", "rate"), [((), 10), ((0,), 10), ((200, 100), 10),

@@ -14,7 +14,9 @@ measures the broker's CPU while it runs:
 2. after each step of `held` batches written to a topic nobody reads (what the store's
    size costs every operation);
 3. on a second fresh broker whose load partitions already hold `held[-1]` batches (what
-   the history of the partitions read costs each fetch).
+   the history of the partitions read costs each fetch); before that load, the broker's
+   CPU per read of the last 1 and the last 50 batches of one of those partitions (a fetch
+   pays for the batches its partition holds, not for those it returns).
 Each row gives the load it achieved (the client waits for each batch's delivery, so an
 overloaded broker shows as a lower rate) and the broker's cores; the derived figures are
 the cores the same load costs more per 10,000 batches held elsewhere, and the ratio of
@@ -33,6 +35,8 @@ __all__ = ["broker_bench", "LOAD", "HELD"]
 
 LOAD = "load"
 HELD = "held"
+#: batches one read takes from the end of a full partition (`_read_cost`)
+READS = (1, 50)
 _PARTITIONS = 4
 _VALUE = b"x" * 100
 Say = Callable[[str, float], None]
@@ -72,12 +76,19 @@ def broker_bench(held: Sequence[int] = (20_000, 40_000), rate: int = 300, reader
             n = steps[-1]
             say(f"fresh broker: the load's partitions hold {n:,} batches", (total - 1) / total)
             asyncio.run(_fill(server.address, LOAD, n, create=True))
+            end = -(-n // _PARTITIONS)  # partition 0's batches
+            reads = {k: asyncio.run(_read_cost(server.pid, server.address, end, k))
+                     for k in sorted({min(k, end) for k in READS})}
             rows.append({"batches held": n, "where": "the load's own partitions",
                          **asyncio.run(_measure(server.pid, server.address, LOAD, rate,
                                                 readers, seconds, create=False))})
         finally:
             server.stop()
-    return _result(rows, rate, readers, seconds)
+    result = _result(rows, rate, readers, seconds)
+    for k, ms in reads.items():
+        result[f"one read of the last {k} batch(es) of a partition holding {end:,}: "
+               "broker ms"] = ms
+    return result
 
 
 def _result(rows: list[dict[str, Any]], rate: int, readers: int,
@@ -128,6 +139,31 @@ async def _create(broker: str, names: Sequence[str]) -> None:
         await admin.create_topics([NewTopic(n, _PARTITIONS, 1) for n in names])
     finally:
         await admin.close()
+
+
+async def _read_cost(pid: int, broker: str, end: int, k: int, repeats: int = 20) -> float:
+    """The broker's CPU (ms) per read of the last `k` batches of LOAD's partition 0, which
+    holds `end` one-record batches: one consumer seeks back `k` and reads to the end."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from peloton.bus.devbroker import consumer_settings
+    from peloton.minicluster.agentbench import cpu_seconds
+
+    tp = TopicPartition(LOAD, 0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker, enable_auto_commit=False,
+                                **consumer_settings())
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        cpu0 = cpu_seconds(pid)
+        for _ in range(repeats):
+            consumer.seek(tp, end - k)
+            got = 0
+            while got < k:
+                got += sum(map(len, (await consumer.getmany(tp, timeout_ms=1000)).values()))
+        return round((cpu_seconds(pid) - cpu0) * 1000 / repeats, 1)
+    finally:
+        await consumer.stop()
 
 
 async def _measure(pid: int, broker: str, topic: str, rate: int, readers: int,
