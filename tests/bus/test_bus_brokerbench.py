@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import typer
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from typer.testing import CliRunner
 
 from peloton.bus.brokerbench import HELD, _fill, broker_bench
 from peloton.bus.devbroker import consumer_settings
+from peloton.cli import bench_cmd
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -70,3 +73,19 @@ def test_steps_that_do_not_grow_or_no_load_are_refused(held: tuple[int, ...],
                                                         rate: int) -> None:
     with pytest.raises(ValueError):
         broker_bench(held, rate=rate)
+
+
+@pytest.mark.parametrize("held", [["400", "200"], ["0"], ["300", "300"]])
+def test_the_command_refuses_held_steps_that_do_not_grow_before_any_broker_starts(
+        held: list[str]) -> None:
+    root = typer.Typer()
+
+    @root.callback()
+    def main() -> None:
+        """peloton"""
+
+    bench_cmd.register(root)
+    args = ["bench", "devbroker", *[a for n in held for a in ("--held", n)]]
+    result = CliRunner().invoke(root, args)
+    assert result.exit_code == 2
+    assert "growing positive batch counts" in " ".join(result.output.split())

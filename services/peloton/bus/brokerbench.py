@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["broker_bench", "LOAD", "HELD"]
+__all__ = ["broker_bench", "held_steps", "LOAD", "HELD", "READS"]
 
 LOAD = "load"
 HELD = "held"
@@ -48,9 +48,7 @@ def broker_bench(held: Sequence[int] = (20_000, 40_000), rate: int = 300, reader
     doc). Raises ValueError for steps that do not grow or a load of nothing."""
     from peloton.minicluster.servers import free_port, start_tansu
 
-    steps = list(held)
-    if not steps or any(n <= 0 for n in steps) or steps != sorted(set(steps)):
-        raise ValueError(f"held must be growing positive batch counts (got {steps})")
+    steps = held_steps(held)
     if rate < 1 or readers < 1 or seconds <= 0:
         raise ValueError(f"rate, readers and seconds must be positive "
                          f"(got {rate}, {readers}, {seconds})")
@@ -89,6 +87,14 @@ def broker_bench(held: Sequence[int] = (20_000, 40_000), rate: int = 300, reader
         result[f"one read of the last {k} batch(es) of a partition holding {end:,}: "
                "broker ms"] = ms
     return result
+
+
+def held_steps(held: Sequence[int]) -> list[int]:
+    """`held` as the benchmark's steps: growing positive batch counts, else ValueError."""
+    steps = list(held)
+    if not steps or any(n <= 0 for n in steps) or steps != sorted(set(steps)):
+        raise ValueError(f"held must be growing positive batch counts (got {steps})")
+    return steps
 
 
 def _result(rows: list[dict[str, Any]], rate: int, readers: int,

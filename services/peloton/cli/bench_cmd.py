@@ -121,11 +121,14 @@ def register(app: typer.Typer) -> typer.Typer:
                       output: Output = "table") -> None:
         """What the dev broker pays for one steady load as its store grows: fresh, with
         batches held in a topic nobody reads, and in the load's own partitions."""
-        from peloton.bus.brokerbench import broker_bench
+        from peloton.bus.brokerbench import broker_bench, held_steps
 
+        try:
+            steps = held_steps(held or [20_000, 40_000])
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--held") from None
         with _bar("devbroker") as update:
-            result = broker_bench(held or [20_000, 40_000], rate, readers, seconds,
-                                  progress=update)
+            result = broker_bench(steps, rate, readers, seconds, progress=update)
         show(result, output, "devbroker")
 
     @bench.command("burst")
