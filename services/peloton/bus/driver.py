@@ -234,15 +234,13 @@ class CoreDriver:
         """The decisions of the records of the core's `rehandle` topics (read whole, no
         group offset) since the restored snapshot's positions (`peloton.bus.rehandle`);
         their positions move to where that ended (none for a core without them)."""
-        decided, reached = await rehandle_topics(self.bootstrap, self.core, self.codec,
-                                                 self._restored_from, self.clock(),
-                                                 self.takes, self.name)
+        decided, reached, handled = await rehandle_topics(
+            self.bootstrap, self.core, self.codec, self._restored_from, self.clock(),
+            self.takes, self.name)
         self.positions.update(reached)
         # records past what the newest snapshot covers make the next one due, as folds do
         # (else a shard that only handled records again would wait for new ones)
-        for tp, offset in reached.items():
-            start = self._restored_from.get(tp, 0)
-            self.folded_since_snapshot += offset - start if offset >= start else offset
+        self.folded_since_snapshot += handled
         return decided
 
     async def _tell_partitions(self) -> None:

@@ -36,13 +36,14 @@ log = logging.getLogger(__name__)
 
 async def rehandle_topics(bootstrap: str, core: Any, codec: Codec, start: Positions,
                           now: int, takes: Callable[[str, int], bool] | None = None,
-                          name: str = "") -> tuple[list[Event], Positions]:
+                          name: str = "") -> tuple[list[Event], Positions, int]:
     """Handle the records of `core.rehandle` from `start` (0 where absent) to the log end:
-    the decisions made, and the positions reached. A start past a partition's end (the
-    topics were recreated) starts those topics from the beginning, with a warning."""
+    the decisions made, the positions reached and how many facts were handled. A start
+    past a partition's end (the topics were recreated) starts those topics from the
+    beginning, with a warning."""
     topics = list(getattr(core, "rehandle", ()))
     if not topics:
-        return [], {}
+        return [], {}, 0
     decided: list[Event] = []
     handled = 0
 
@@ -63,4 +64,4 @@ async def rehandle_topics(bootstrap: str, core: Any, codec: Codec, start: Positi
     log.info("%s: handled %d facts of %s again (from %s): %d decisions", name, handled,
              ", ".join(topics), "the snapshot's positions" if mine else "their start",
              len(decided))
-    return decided, positions
+    return decided, positions, handled
