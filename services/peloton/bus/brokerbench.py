@@ -99,9 +99,9 @@ def held_steps(held: Sequence[int]) -> list[int]:
 
 def _result(rows: list[dict[str, Any]], rate: int, readers: int,
             seconds: float) -> dict[str, Any]:
-    fresh, cache_only = rows[0], rows[-2]
-    per_10k = (cache_only["broker cores"] - fresh["broker cores"]) * 10_000 / max(
-        cache_only["batches held"], 1)
+    fresh, elsewhere = rows[0], rows[-2]
+    per_10k = (elsewhere["broker cores"] - fresh["broker cores"]) * 10_000 / max(
+        elsewhere["batches held"], 1)
     result: dict[str, Any] = {
         "load": f"{rate} one-record batches/s over {_PARTITIONS} partitions, "
                 f"{readers} readers tailing them, {seconds:g} s a row"}
@@ -112,7 +112,7 @@ def _result(rows: list[dict[str, Any]], rate: int, readers: int,
     result["broker cores added per 10,000 batches held (a topic nobody reads)"] = round(
         per_10k, 3)
     result["own partitions / nobody's topic, same batches held"] = round(
-        rows[-1]["broker cores"] / max(cache_only["broker cores"], 1e-9), 2)
+        rows[-1]["broker cores"] / max(elsewhere["broker cores"], 1e-9), 2)
     return result
 
 
