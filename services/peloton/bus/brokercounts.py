@@ -8,12 +8,19 @@ zones: the partitions of host-registered) asks for the real count: the shell tel
 (`tell_partitions`, called by `CoreDriver.rebuild`) through the core's optional
 `partitions_known(counts)`. A count that differs from the catalog's is logged once per
 process and topic, with what it means.
+
+A partitioned service cannot follow the broker's count that way: its instances, its
+routers and the services that write its topics cut keys by the catalog's count (one record
+per partition of jobs, `peloton.bus.routing`), so where its own topics have another count
+on the broker, a shard would take another shard's keys or none (runs recorded nowhere).
+It refuses to start instead (`check_sharded`, `PartitionCountMismatch`: `peloton serve
+... --partitioned` exits 2 saying which topics and what to set).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from aiokafka import AIOKafkaConsumer
 
@@ -21,7 +28,8 @@ from peloton.bus.catalog import topic
 from peloton.bus.devbroker import consumer_settings
 from peloton.bus.kafkaconfig import client_settings
 
-__all__ = ["broker_partition_counts", "differences"]
+__all__ = ["broker_partition_counts", "differences", "sharded_problem", "check_sharded",
+           "PartitionCountMismatch"]
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +68,37 @@ def differences(counts: dict[str, int]) -> list[tuple[str, int, int]]:
         if n != catalog:
             found.append((name, n, catalog))
     return found
+
+
+class PartitionCountMismatch(RuntimeError):
+    """A partitioned service's own topics have another partition count on the broker than
+    the one it cuts its keys by (the message says which and what to set)."""
+
+
+def sharded_problem(service: str, sharded: Collection[str],
+                    counts: Mapping[str, int]) -> str | None:
+    """Why `service` cannot run partitioned over `sharded` (its co-partitioned topics) given
+    the broker's `counts`, or None when each has the catalog's count (a topic the broker
+    does not list is not judged: it is created with the catalog's count)."""
+    wrong = [(name, counts[name], topic(name).partitions)
+             for name in sorted(sharded) if name in counts
+             and counts[name] != topic(name).partitions]
+    if not wrong:
+        return None
+    found = ", ".join(f"{name} has {broker}" for name, broker, _ in wrong)
+    setting = " ".join(f"{name}={broker}" for name, broker, _ in wrong)
+    return (f"{service}: cannot run partitioned: it cuts its keys by the configured "
+            f"partition counts ({', '.join(f'{n}={c}' for n, _, c in wrong)}), but on the "
+            f"broker {found}. A topic keeps the count it was created with; give every "
+            f"process of the cluster PELOTON_TOPIC_PARTITIONS with the broker's counts "
+            f"({setting}, and the same for the other topics partitioned with them), or "
+            f"run it unpartitioned.")
+
+
+async def check_sharded(bootstrap: str, service: str, sharded: Collection[str]) -> None:
+    """Raise PartitionCountMismatch unless `service`'s co-partitioned topics have, on the
+    broker, the counts it cuts keys by (`sharded_problem`)."""
+    problem = sharded_problem(service, sharded,
+                              await broker_partition_counts(bootstrap, sharded))
+    if problem is not None:
+        raise PartitionCountMismatch(problem)

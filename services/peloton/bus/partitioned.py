@@ -70,6 +70,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from mode import Service
 
+from peloton.bus.brokercounts import check_sharded
 from peloton.bus.catalog import topic
 from peloton.bus.codec import Codec, default_codec
 from peloton.bus.devbroker import consumer_settings, log_end_offsets, whole_read_pace
@@ -147,6 +148,8 @@ class PartitionedShell:
 
     async def _prepare(self) -> None:
         await ensure_topics(self.bootstrap)
+        # topics made with another count (an older setting) would split keys otherwise
+        await check_sharded(self.bootstrap, self.name, self.sharded)
         self.health.passed("rebuilt")  # each shard rebuilds when it is assigned
 
     def _wire(self) -> None:

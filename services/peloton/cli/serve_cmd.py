@@ -57,12 +57,18 @@ def snapshot_options(interval: float, every: int, enabled: bool) -> dict[str, An
 
 def run_partitioned(name: str, instance: str, route: Any, factory: Any, bootstrap: str,
                     log_format: LogFormat, static_membership: bool, **options: Any) -> None:
-    """Run one instance of a partitioned service (`peloton.bus.partitioned`)."""
+    """Run one instance of a partitioned service (`peloton.bus.partitioned`); exit 2,
+    saying why, when its topics have other partition counts on the broker."""
+    from peloton.bus.brokercounts import PartitionCountMismatch
     from peloton.bus.partitioned import PartitionedShell
 
     _logging(f"{name}-{instance}", log_format)
-    PartitionedShell(name, instance, route, factory, bootstrap,
-                     static_membership=static_membership, **options).run()
+    try:
+        PartitionedShell(name, instance, route, factory, bootstrap,
+                         static_membership=static_membership, **options).run()
+    except PartitionCountMismatch as exc:
+        typer.echo(f"peloton serve {name}: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def health_options(port: int | None, bind: str) -> dict[str, Any]:
