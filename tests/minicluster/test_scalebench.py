@@ -240,6 +240,27 @@ def test_the_summary_names_max_rate_p99_at_half_of_it_cost_flatness_and_busiest_
     assert s["cpu_s_per_1000_tasks at 100,000 tasks"] == 2.5
     assert s["cost_ratio (largest / first small wave; flat = 1)"] == 1.25
     assert s["busiest service (small 100%)"].startswith("jobmgr ")  # the client is not one
+    # jobmgr and hostmgr are 3/4 of every row: their own cost grew as the total did
+    assert s[SERVICES_RATIO] == 1.25
+
+
+SERVICES_RATIO = "cost_ratio, scheduling services only (jobmgr, resmgr, placement, hostmgr)"
+
+
+def test_the_scheduling_services_cost_ratio_leaves_out_the_broker_agents_and_client() -> None:
+    def cpu(services: float, broker: float, agents: float, client: float) -> dict[str, float]:
+        each = services / 4
+        parts = {"jobmgr": each, "resmgr": each, "placement": each, "hostmgr": each,
+                 "broker": broker, "agent-fleet": agents, "bench client": client}
+        return {**parts, "total": sum(parts.values())}
+
+    rows = [_row("small 10%", 10_000, 1.0, cpu_s_per_1000_tasks=cpu(0.4, 0.06, 0.04, 0.04)),
+            _row("small 100%", 100_000, 1.0, cpu_s_per_1000_tasks=cpu(0.4, 0.14, 0.06, 0.06))]
+    s = summarize(rows)
+    assert s["cost_ratio (largest / first small wave; flat = 1)"] == round(0.66 / 0.54, 2)
+    assert s[SERVICES_RATIO] == 1.0
+    rows[1]["cpu_s_per_1000_tasks"] = cpu(0.5, 0.06, 0.04, 0.04)
+    assert summarize(rows)[SERVICES_RATIO] == 1.25
 
 
 def test_the_goals_are_judged_on_every_small_wave_and_the_least_loaded_paced_wave_at_half(
