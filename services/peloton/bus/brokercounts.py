@@ -4,14 +4,16 @@ The catalog's counts (`peloton.bus.partitions`: defaults, overridden by the envi
 are only what a topic is created with; a topic that already exists keeps its own count,
 and the producers partition by that one (murmur2 of the key mod the broker's count). A
 core that groups its keys by the partition they land in (the host manager's mass-silence
-zones: the partitions of host-registered) asks for the real count: the shell tells it
+zones: the partitions of host-registered; the resource manager's admissions and the
+placement engine's rounds, one record per partition of tasks-admitted and placement-made,
+for the job manager's shards) asks for the real count: the shell tells it
 (`tell_partitions`, called by `CoreDriver.rebuild`) through the core's optional
 `partitions_known(counts)`. A count that differs from the catalog's is logged once per
 process and topic, with what it means.
 
 A partitioned service cannot follow the broker's count that way: its instances, its
-routers and the services that write its topics cut keys by the catalog's count (one record
-per partition of jobs, `peloton.bus.routing`), so where its own topics have another count
+routers and its shares cut keys by the catalog's count (`peloton.bus.routing`), and the
+group assigns the broker's partitions, so where its own topics have another count
 on the broker, a shard would take another shard's keys or none (runs recorded nowhere).
 It refuses to start instead (`check_sharded`, `PartitionCountMismatch`: `peloton serve
 ... --partitioned` exits 2 saying which topics and what to set).

@@ -74,12 +74,13 @@ def partition_for(key: bytes, partitions: int) -> int:
 PARTITION_MEMO = 1 << 16
 
 
-def partition_of(topic_name: str) -> Callable[[str], int]:
+def partition_of(topic_name: str, count: int | None = None) -> Callable[[str], int]:
     """The partition of `topic_name` a key's records land in (with the topic's configured
-    count): what a core uses to put in one record only items of one partition. Each
-    function remembers its last keys by their text (a core asks once per item of every
-    fact it reads: a job's or host's items recur), up to `PARTITION_MEMO`."""
-    n = topic(topic_name).partitions
+    count, or `count`: the broker's, `peloton.bus.brokercounts`): what a core uses to put
+    in one record only items of one partition. Each function remembers its last keys by
+    their text (a core asks once per item of every fact it reads: a job's or host's items
+    recur), up to `PARTITION_MEMO`."""
+    n = topic(topic_name).partitions if count is None else count
     memo: dict[str, int] = {}
 
     def of(key: str) -> int:

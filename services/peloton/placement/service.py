@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from peloton.bus.metrics import PLACEMENT_ROUND_SECONDS, reason_class, record_pending
@@ -37,6 +38,15 @@ class PlacementCore:
         self._shard_of_job = self.board.shard_of_job = partition_of("placement-made")
         self.tick_interval: float | None = tick_interval
         self._pending_sampled = -PENDING_SAMPLE_S
+
+    def partitions_known(self, counts: Mapping[str, int]) -> None:
+        """The broker's partition counts of our inputs (the shell, at each rebuild): a round
+        puts in one record only jobs of one partition of placement-made as the broker has
+        it (where the records land), which is the catalog's unless the topic was created
+        with another (`peloton.bus.brokercounts`)."""
+        count = counts.get("placement-made")
+        if count is not None:
+            self._shard_of_job = self.board.shard_of_job = partition_of("placement-made", count)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.board.fold(etype, body)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from peloton.bus.metrics import (
@@ -63,6 +64,15 @@ class ResourceManagerCore:
             shard_of_job=partition_of("tasks-admitted"))
         self.preemption_cycles = preemption_cycles
         self.tick_interval: float | None = tick_interval
+
+    def partitions_known(self, counts: Mapping[str, int]) -> None:
+        """The broker's partition counts of our inputs (the shell, at each rebuild): the
+        admissions put in one record only jobs of one partition of tasks-admitted as the
+        broker has it (where the records land), which is the catalog's unless the topic was
+        created with another (`peloton.bus.brokercounts`)."""
+        count = counts.get("tasks-admitted")
+        if count is not None:
+            self.manager.shard_of_job = partition_of("tasks-admitted", count)
 
     def fold(self, etype: str, body: dict[str, Any]) -> None:
         self.manager.fold(etype, body)
