@@ -82,9 +82,7 @@ def sharded_problem(service: str, sharded: Collection[str],
     """Why `service` cannot run partitioned over `sharded` (its co-partitioned topics) given
     the broker's `counts`, or None when each has the catalog's count (a topic the broker
     does not list is not judged: it is created with the catalog's count)."""
-    wrong = [(name, counts[name], topic(name).partitions)
-             for name in sorted(sharded) if name in counts
-             and counts[name] != topic(name).partitions]
+    wrong = differences({name: n for name, n in counts.items() if name in sharded})
     if not wrong:
         return None
     found = ", ".join(f"{name} has {broker}" for name, broker, _ in wrong)
